@@ -1,0 +1,3 @@
+from pkbsim.cli import main
+
+main()

@@ -1,0 +1,82 @@
+"""The analyzer's entry point: data files in, one :class:`AnalysisResult` out. No printing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pkbsim import __version__
+from pkbsim.errors import UsageError
+from pkbsim.roofline import Roofline, roofline
+from pkbsim.task.loader import instantiate, load_task
+from pkbsim.task.schema import TaskInstance, TaskSpec
+from pkbsim.topology.loader import DEFAULT_TOPOLOGY, load_topology
+from pkbsim.topology.schema import Topology
+from pkbsim.units import US
+
+
+@dataclass(frozen=True)
+class AnalysisResult:
+    instance: TaskInstance
+    topology: Topology
+    roofline: Roofline
+    measured_us: float | None
+    topology_overrides: dict[str, object]
+
+    @property
+    def attainment(self) -> float | None:
+        """t_roof / measured: 1.0 means the measured kernel sits on the roofline."""
+        if self.measured_us is None:
+            return None
+        return self.roofline.t_roof_s / (self.measured_us * US)
+
+
+def split_overrides(sets: Mapping[str, str], spec: TaskSpec
+                    ) -> tuple[dict[str, float | int], dict[str, object]]:
+    """``--set`` pairs: dotted keys go to the topology, plain keys to the task."""
+    task: dict[str, float | int] = {}
+    topo: dict[str, object] = {}
+    for key, text in sets.items():
+        if "." in key:
+            topo[key] = _topology_value(key, text)
+            continue
+        try:
+            number = float(text)
+        except ValueError:
+            raise UsageError(f"--set {key}={text}: expected a number") from None
+        task[key] = int(number) if number.is_integer() and "." not in text and "e" not in \
+            text.lower() else number
+    settable = spec.settable()
+    for key in task:
+        if key not in settable:
+            raise UsageError(f"unknown --set key {key!r} for task {spec.key}; task keys: "
+                             f"{', '.join(settable)}; topology keys are dotted, e.g. "
+                             f"scale_up.link_bandwidth_GBps")
+    return task, topo
+
+
+def _topology_value(key: str, text: str) -> object:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return int(number) if number.is_integer() and "." not in text else number
+
+
+def analyze(task: str, topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
+            preset: str = "pkb", sets: Mapping[str, str] | None = None,
+            measured_us: float | None = None) -> AnalysisResult:
+    spec = load_task(task)
+    task_sets, topo_sets = split_overrides(sets or {}, spec)
+    topo = load_topology(topology, topo_sets)
+    inst = instantiate(spec, world_size, preset, task_sets)
+    if measured_us is not None and measured_us <= 0:
+        raise UsageError(f"--measured-us must be above 0, got {measured_us:g}")
+    return AnalysisResult(inst, topo, roofline(inst, topo), measured_us, topo_sets)
+
+
+def version() -> str:
+    return __version__

@@ -1,0 +1,167 @@
+"""The ``pkbsim`` command line. Commands load, compute, render and write; nothing else.
+
+Bad input of any kind ends in one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import click
+import typer
+
+from pkbsim import __version__
+from pkbsim.errors import PkbsimError, UsageError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  pretty_exceptions_enable=False,
+                  help="Communication rooflines for ParallelKernelBench multi-GPU kernels.")
+topo_app = typer.Typer(no_args_is_help=True, help="Shipped machine models.")
+tasks_app = typer.Typer(no_args_is_help=True, help="Shipped PKB problems.")
+app.add_typer(topo_app, name="topo")
+app.add_typer(tasks_app, name="tasks")
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"pkbsim {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """pkbsim: how fast a multi-GPU kernel could be, how fast it is, and why they differ."""
+
+
+def parse_sets(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def write_output(text: str, out: Path | None) -> None:
+    """Print, or write ``out`` atomically so a failure never leaves a half-written file."""
+    if out is None:
+        sys.stdout.write(text)
+        return
+    out = out.expanduser()
+    if out.parent and not out.parent.exists():
+        raise UsageError(f"--out {out}: folder {out.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=out.parent or Path("."), prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, out)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UsageError(f"--out {out}: cannot write ({exc.strerror})") from None
+
+
+@app.command()
+def analyze(
+    task: Annotated[str, typer.Option("--task", "-t",
+                                      help="Task id, name, alias (e.g. grpo) or YAML path.")],
+    topology: Annotated[str, typer.Option(help="Topology name or YAML path.")] = "dgx-h100",
+    world_size: Annotated[int | None, typer.Option(
+        "--world-size", "-w", help="Ranks (default: the preset's, else the task's).")] = None,
+    preset: Annotated[str, typer.Option(help="Size preset (pkb = the benchmark's).")] = "pkb",
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="KEY=VALUE: a task parameter, or a dotted topology field "
+                      "(scale_up.link_bandwidth_GBps=50). Repeatable.")] = None,
+    measured_us: Annotated[float | None, typer.Option(
+        help="A measured time (us) to report attainment against.")] = None,
+    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    out: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
+) -> None:
+    """Roofline bounds of one task on one topology."""
+    from pkbsim.analysis import analyze as run
+
+    result = run(task, topology, world_size, preset, parse_sets(set_ or []), measured_us)
+    if fmt is Format.json:
+        from pkbsim.report.json_report import render
+
+        write_output(render(result), out)
+    else:
+        from pkbsim.report.table import analysis_table
+
+        write_output(analysis_table(result), out)
+
+
+@topo_app.command("list")
+def topo_list() -> None:
+    """Shipped topologies, one line each."""
+    from pkbsim.report.catalog import topology_list
+
+    write_output(topology_list(), None)
+
+
+@topo_app.command("show")
+def topo_show(name: Annotated[str, typer.Argument(help="Topology name or YAML path.")]) -> None:
+    """Every parameter of one topology, with units and sources."""
+    from pkbsim.report.catalog import topology_detail
+    from pkbsim.topology import load_topology
+
+    write_output(topology_detail(load_topology(name)), None)
+
+
+@tasks_app.command("list")
+def tasks_list() -> None:
+    """Shipped tasks, one line each."""
+    from pkbsim.report.catalog import task_list
+
+    write_output(task_list(), None)
+
+
+@tasks_app.command("show")
+def tasks_show(
+    name: Annotated[str, typer.Argument(help="Task id, name, alias or YAML path.")],
+    world_size: Annotated[int | None, typer.Option("--world-size", "-w")] = None,
+    preset: Annotated[str, typer.Option()] = "pkb",
+) -> None:
+    """One task: parameters, presets, constraints and its ops at a world size."""
+    from pkbsim.report.catalog import task_detail
+    from pkbsim.task.loader import instantiate, load_task
+
+    spec = load_task(name)
+    write_output(task_detail(spec, instantiate(spec, world_size, preset)), None)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the app; turn every input error into one line and exit 2."""
+    try:
+        app(args=argv, prog_name="pkbsim", standalone_mode=False)
+    except PkbsimError as exc:
+        _fail(exc.one_line())
+    except click.exceptions.NoArgsIsHelp as exc:
+        sys.stdout.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
+        sys.exit(0)
+    except click.UsageError as exc:
+        _fail(exc.format_message())
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        _fail("interrupted", code=130)
+    except BrokenPipeError:
+        sys.exit(0)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    sys.stderr.write(f"pkbsim: error: {' '.join(message.split())}\n")
+    sys.exit(code)

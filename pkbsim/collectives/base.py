@@ -1,0 +1,76 @@
+"""The interface every collective algorithm implements, and the registry.
+
+An algorithm turns (collective kind, group size n, bytes m, root) into flows of bytes between
+group-local ranks, plus flows into and out of the NVSwitch for in-switch reduction and
+multicast, and says how many synchronisation steps it needs. The roofline and the simulator
+route those flows over a topology's links.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+SWITCH = -1  # flow endpoint: the NVSwitch itself (multicast / in-switch reduction)
+
+
+@dataclass(frozen=True)
+class Flow:
+    """``nbytes`` from group rank ``src`` to group rank ``dst`` (either may be SWITCH)."""
+
+    src: int
+    dst: int
+    nbytes: float
+    phase: str = "main"  # hierarchical algorithms: "intra" or "inter"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What an algorithm needs to know about where the group's ranks sit."""
+
+    n: int  # group size
+    root: int = 0
+    pattern: str | None = None  # send_recv
+    nodes: int = 1  # nodes the group spans
+    per_node: int = 0  # group ranks per node (hierarchical algorithms); 0 = n
+
+
+class Algorithm(ABC):
+    """One way to carry out one or more collective kinds."""
+
+    name: str = ""
+    kinds: tuple[str, ...] = ()
+    needs_switch_reduction = False  # NVLS: multimem.ld_reduce
+    needs_multicast = False  # multimem.st / multicast writes
+    hierarchical = False  # only for groups spanning several nodes
+    summary = ""
+
+    @abstractmethod
+    def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
+        """Bytes moved, per (src, dst) pair, for one call with a buffer of ``m`` bytes."""
+
+    @abstractmethod
+    def steps(self, kind: str, ctx: Context) -> int:
+        """Synchronisation steps on the critical path (0 if nothing moves)."""
+
+    def applies(self, kind: str, ctx: Context) -> bool:
+        if kind not in self.kinds:
+            return False
+        if self.hierarchical:
+            return ctx.nodes > 1 and ctx.per_node > 1
+        return True
+
+
+ALGORITHMS: dict[str, Algorithm] = {}
+
+
+def register(cls: type[Algorithm]) -> type[Algorithm]:
+    """Class decorator: add one instance of ``cls`` to the registry under its name."""
+    if cls.name in ALGORITHMS:
+        raise ValueError(f"algorithm {cls.name!r} registered twice")
+    ALGORITHMS[cls.name] = cls()
+    return cls
+
+
+def algorithms_for(kind: str, ctx: Context) -> list[Algorithm]:
+    return [a for a in ALGORITHMS.values() if a.applies(kind, ctx)]

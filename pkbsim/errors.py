@@ -1,0 +1,38 @@
+"""Typed errors for bad input. The CLI turns each into one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+
+class PkbsimError(Exception):
+    """A user-facing error: which file, which field, what was expected."""
+
+    def __init__(self, message: str, *, file: str | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.field = field
+
+    def one_line(self) -> str:
+        where = ": ".join(part for part in (self.file, self.field) if part)
+        text = f"{where}: {self.message}" if where else self.message
+        return " ".join(text.split())
+
+
+class TopologyError(PkbsimError):
+    """A topology file is missing, malformed or inconsistent."""
+
+
+class TaskError(PkbsimError):
+    """A task file is missing, malformed or inconsistent."""
+
+
+class ExpressionError(PkbsimError):
+    """An arithmetic expression in a data file cannot be parsed or evaluated."""
+
+
+class InfeasibleError(PkbsimError):
+    """The request cannot be met: a world size the task or topology cannot take."""
+
+
+class UsageError(PkbsimError):
+    """A command-line value is wrong: unknown name, unknown --set key, bad number."""

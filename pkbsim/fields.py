@@ -1,0 +1,153 @@
+"""Read a parsed YAML mapping field by field, with the file and field path in every error."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pkbsim.errors import PkbsimError
+
+try:  # the C loader is several times faster; fall back where libyaml is absent
+    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover
+    _Loader = yaml.SafeLoader
+
+_MISSING = object()
+
+
+def load_yaml(path: Path, error: type[PkbsimError]) -> tuple[Mapping[str, Any], str]:
+    """Parse ``path``; return the top-level mapping and the file's sha256."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise error(f"cannot read file: {exc.strerror}", file=str(path)) from None
+    try:
+        data = yaml.load(raw, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise error(f"not valid YAML{where}: {problem}", file=str(path)) from None
+    if not isinstance(data, Mapping):
+        raise error("expected a mapping at the top level", file=str(path))
+    return data, hashlib.sha256(raw).hexdigest()
+
+
+@dataclass
+class Fields:
+    """A mapping being read; records which keys were used so unknown keys can be rejected."""
+
+    data: Mapping[str, Any]
+    file: str
+    path: str
+    error: type[PkbsimError]
+    used: set[str] = field(default_factory=set)
+
+    def _where(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def fail(self, key: str, message: str) -> PkbsimError:
+        return self.error(message, file=self.file, field=self._where(key))
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def raw(self, key: str, default: Any = _MISSING) -> Any:
+        self.used.add(key)
+        if key in self.data:
+            return self.data[key]
+        if default is _MISSING:
+            raise self.fail(key, "is required but missing")
+        return default
+
+    def num(self, key: str, default: Any = _MISSING, *, lo: float | None = None,
+            hi: float | None = None, lo_open: bool = False) -> float:
+        value = self.raw(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(key, f"expected a number, got {value!r}")
+        if lo is not None and (value < lo or (lo_open and value == lo)):
+            bound = f"> {lo:g}" if lo_open else f">= {lo:g}"
+            raise self.fail(key, f"expected a number {bound}, got {value!r}")
+        if hi is not None and value > hi:
+            raise self.fail(key, f"expected a number <= {hi:g}, got {value!r}")
+        return float(value)
+
+    def int(self, key: str, default: Any = _MISSING, *, lo: int | None = None) -> int:
+        value = self.raw(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, f"expected an integer, got {value!r}")
+        if lo is not None and value < lo:
+            raise self.fail(key, f"expected an integer >= {lo}, got {value!r}")
+        return value
+
+    def str(self, key: str, default: Any = _MISSING, *, choices: tuple[str, ...] = ()) -> str:
+        value = self.raw(key, default)
+        if not isinstance(value, str):
+            raise self.fail(key, f"expected text, got {value!r}")
+        if choices and value not in choices:
+            raise self.fail(key, f"expected one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    def bool(self, key: str, default: Any = _MISSING) -> bool:
+        value = self.raw(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(key, f"expected true or false, got {value!r}")
+        return value
+
+    def expr(self, key: str, default: Any = _MISSING) -> str | float | int:
+        """A number or an expression string (checked later, when evaluated)."""
+        value = self.raw(key, default)
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise self.fail(key, f"expected a number or an expression, got {value!r}")
+        return value
+
+    def strings(self, key: str, default: Any = _MISSING) -> tuple[str, ...]:
+        value = self.raw(key, default)
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(key, f"expected a list of text, got {value!r}")
+        return tuple(value)
+
+    def sub(self, key: str, default: Any = _MISSING) -> Fields:
+        value = self.raw(key, default)
+        if value is None:
+            value = {}
+        if not isinstance(value, Mapping):
+            raise self.fail(key, f"expected a mapping, got {type(value).__name__}")
+        return Fields(value, self.file, self._where(key), self.error)
+
+    def items(self, key: str) -> Iterator[tuple[str, Fields | Any]]:
+        """Iterate a mapping-valued field as (name, value) pairs."""
+        value = self.raw(key, {})
+        if value is None:
+            return
+        if not isinstance(value, Mapping):
+            raise self.fail(key, f"expected a mapping, got {type(value).__name__}")
+        yield from value.items()
+
+    def seq(self, key: str, default: Any = _MISSING) -> list[Fields]:
+        value = self.raw(key, default)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.fail(key, f"expected a list, got {type(value).__name__}")
+        out = []
+        for i, item in enumerate(value):
+            if not isinstance(item, Mapping):
+                raise self.fail(f"{key}[{i}]", f"expected a mapping, got {type(item).__name__}")
+            out.append(Fields(item, self.file, f"{self._where(key)}[{i}]", self.error))
+        return out
+
+    def done(self) -> None:
+        """Reject keys that were never read: typos must not pass silently."""
+        unknown = sorted(set(self.data) - self.used, key=str)
+        if unknown:
+            allowed = sorted(self.used)
+            raise self.fail(str(unknown[0]), "unknown field" + (
+                f"; expected one of: {', '.join(allowed)}" if allowed else ""))

@@ -1,0 +1,1 @@
+"""Renderers: one AnalysisResult, several formats. Only the CLI writes what they return."""

@@ -1,0 +1,130 @@
+"""Tables for ``pkbsim topo list|show`` and ``pkbsim tasks list|show``."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rich.table import Table
+
+from pkbsim.datafiles import display_path
+from pkbsim.errors import PkbsimError
+from pkbsim.report.table import to_text
+from pkbsim.task.schema import CommOp, TaskInstance, TaskSpec
+from pkbsim.topology.schema import Topology
+from pkbsim.units import format_bytes
+
+
+def _table(*columns: str, title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for col in columns:
+        table.add_column(col)
+    return table
+
+
+def topology_list() -> str:
+    from pkbsim.topology import list_topologies, load_topology
+
+    table = _table("name", "GPUs", "GPU", "peer GB/s/dir", "NVLS", "HBM GB/s", "mechanisms")
+    for name in list_topologies():
+        try:
+            t = load_topology(name)
+        except PkbsimError as exc:
+            table.add_row(name, "", f"error: {exc.one_line()}", "", "", "", "")
+            continue
+        table.add_row(name, f"{t.nodes} x {t.gpus_per_node}", t.gpu.model,
+                      f"{t.peer_line_rate_GBps:g}", "yes" if t.scale_up.in_switch_reduction
+                      else "no", f"{t.gpu.hbm_bandwidth_GBps:g}", " ".join(t.mechanisms))
+    return to_text(table)
+
+
+def _source(topo: Topology, path: str) -> str:
+    best = ""
+    for key in topo.sources:
+        if (path == key or path.startswith(key + ".")) and len(key) > len(best):
+            best = key
+    return topo.sources.get(best, "")
+
+
+def _leaves(prefix: str, value: Any) -> list[tuple[str, Any]]:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: list[tuple[str, Any]] = []
+        for f in dataclasses.fields(value):
+            out += _leaves(f"{prefix}.{f.name}" if prefix else f.name, getattr(value, f.name))
+        return out
+    if isinstance(value, dict):
+        out = []
+        for k, v in value.items():
+            out += _leaves(f"{prefix}.{k}", v)
+        return out
+    return [(prefix, value)]
+
+
+def topology_detail(topo: Topology) -> str:
+    head = (f"{topo.name}: {topo.description}\nfile {display_path(topo.file)} "
+            f"(sha256 {topo.sha256[:12]})\n{topo.nodes} node(s) x {topo.gpus_per_node} GPUs; "
+            f"peer line rate {topo.peer_line_rate_GBps:g} GB/s per GPU per direction\n")
+    table = _table("field", "value", "source", title="Parameters (units in the names)")
+    skip = {"name", "description", "sources", "file", "sha256", "gpus_per_node", "nodes"}
+    for f in dataclasses.fields(topo):
+        if f.name in skip:
+            continue
+        value = getattr(topo, f.name)
+        section = {"mechanisms": "mechanisms"}.get(f.name, f.name)
+        if value is None:
+            table.add_row(section, "none", "")
+            continue
+        for path, leaf in _leaves(section, value):
+            if path.endswith(".name") and path.startswith("mechanisms."):
+                continue
+            file_path = path.replace("gpu.peak_tflops", "gpu.peak_tflops")
+            table.add_row(path, f"{leaf}", _source(topo, file_path))
+    return head + "\n" + to_text(table)
+
+
+def task_list() -> str:
+    from pkbsim.task.loader import list_tasks, load_task
+
+    table = _table("id", "name", "alias", "parallelism", "communication (in order)", "presets")
+    for path in list_tasks():
+        try:
+            spec = load_task(str(path))
+        except PkbsimError as exc:
+            table.add_row("", path.stem, "", "", f"error: {exc.one_line()}", "")
+            continue
+        comm = [op.kind for op in spec.ops if op.kind != "compute"]
+        table.add_row(str(spec.id), spec.name, " ".join(spec.aliases), spec.parallelism,
+                      ", ".join(comm), " ".join(spec.presets))
+    return to_text(table)
+
+
+def task_detail(spec: TaskSpec, inst: TaskInstance) -> str:
+    alias = f" (alias {', '.join(spec.aliases)})" if spec.aliases else ""
+    head = (f"{spec.id} {spec.name}{alias}: {spec.title}\nsource {spec.source}; parallelism "
+            f"{spec.parallelism}; file {display_path(spec.file)}\n\n{spec.description.strip()}\n")
+    values = _table("name", f"value (W={inst.world_size}, preset {inst.preset})", "meaning",
+                    title="Parameters and derived values")
+    helps = {p.name: p.help for p in spec.params}
+    derived = dict(spec.derived)
+    for name, value in inst.values.items():
+        meaning = helps.get(name) or (f"= {derived[name]}" if name in derived else
+                                      "world size" if name == "W" else "")
+        values.add_row(name, f"{value:g}" if isinstance(value, float) else str(value), meaning)
+    presets = _table("preset", "world size", "sets", "description / source", title="Presets")
+    for p in spec.presets.values():
+        presets.add_row(p.name, str(p.world_size or spec.default_world_size),
+                        " ".join(f"{k}={v}" for k, v in p.values.items()) or "-",
+                        p.description + (f" [{p.source}]" if p.source else ""))
+    limits = _table("constraint on W", "why", title="World size")
+    for c in spec.constraints:
+        limits.add_row(c.check, c.why)
+    ops = _table("op", "kind", "repeat", "bytes/rank", "FLOPs", "HBM bytes", "group", "after",
+                 title=f"Ops at W={inst.world_size}, preset {inst.preset}")
+    for op in inst.ops:
+        if isinstance(op, CommOp):
+            ops.add_row(op.id, op.kind, str(op.repeat), format_bytes(op.bytes_per_rank), "-", "-",
+                        f"{op.group} ({op.group_size})", ", ".join(op.after))
+        else:
+            ops.add_row(op.id, f"compute:{op.kind}", str(op.repeat), "-", f"{op.flops:.4g}",
+                        format_bytes(op.hbm_bytes), "-", ", ".join(op.after))
+    return head + "\n" + to_text(values, "", presets, "", limits, "", ops)

@@ -1,0 +1,109 @@
+"""Readable terminal tables (rich) for analyze, topo and tasks commands."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+
+from pkbsim.analysis import AnalysisResult
+from pkbsim.roofline import CommBound, ComputeBound
+from pkbsim.units import US, format_bytes, format_us
+
+WIDTH = 132
+
+
+def to_text(*renderables: object) -> str:
+    """Render rich objects to a string (the CLI decides where it goes)."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=WIDTH, force_terminal=False, color_system=None,
+                      soft_wrap=False)
+    for item in renderables:
+        console.print(item)
+    return buffer.getvalue()
+
+
+def _flops(x: float) -> str:
+    if x == 0:
+        return "-"
+    for unit, scale in (("TF", 1e12), ("GF", 1e9), ("MF", 1e6), ("kF", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.3g} F"
+
+
+def analysis_table(result: AnalysisResult) -> str:
+    inst, topo, roof = result.instance, result.topology, result.roofline
+    spec = inst.spec
+    alias = f" ({', '.join(spec.aliases)})" if spec.aliases else ""
+    head = (f"Task {spec.id} {spec.name}{alias}: {spec.title}\n"
+            f"Topology {topo.name}: {topo.nodes} x {topo.gpus_per_node} x {topo.gpu.model}, "
+            f"{topo.peer_line_rate_GBps:g} GB/s per GPU per direction to peers"
+            f"{', NVLS' if topo.scale_up.in_switch_reduction else ''}\n"
+            f"World size {inst.world_size}, preset {inst.preset}"
+            + (f", --set {_sets(result)}" if _sets(result) else ""))
+    ops = Table(title="Per op (all repeats; times in us)", title_justify="left",
+                show_edge=False, pad_edge=False)
+    for col in ("op", "kind", "x", "bytes/rank", "FLOPs", "HBM bytes", "t_comm", "t_line",
+                "t_mem", "t_comp", "how (bound)"):
+        ops.add_column(col, justify="left" if col in ("op", "kind", "how (bound)") else "right")
+    comm = {b.op.id: b for b in roof.comm}
+    compute = {c.op.id: c for c in roof.compute}
+    for op in inst.ops:
+        if op.id in comm:
+            ops.add_row(*_comm_row(comm[op.id]))
+        else:
+            ops.add_row(*_compute_row(compute[op.id]))
+    ops.add_section()
+    ops.add_row("total", "", "", "", _flops(sum(c.op.flops * c.op.repeat for c in roof.compute)),
+                format_bytes(sum(c.op.hbm_bytes * c.op.repeat for c in roof.compute)),
+                format_us(roof.t_comm_s), format_us(roof.t_comm_line_rate_s),
+                format_us(roof.t_mem_s), format_us(roof.t_comp_s),
+                f"busiest link {roof.busiest_link or '-'}")
+    bounds = Table(title="Roofline (us)", title_justify="left", show_edge=False, pad_edge=False)
+    bounds.add_column("term")
+    bounds.add_column("us", justify="right")
+    bounds.add_column("what it is")
+    rows = [
+        ("t_comm", roof.t_comm_s, "busiest port, best mechanism at its achievable rate"),
+        ("t_comm at line rate", roof.t_comm_line_rate_s, "same bytes at 100% of line rate"),
+        ("t_comm without in-switch reduction", roof.t_comm_no_switch_reduction_s,
+         "no NVLS (multimem.ld_reduce)"),
+        ("t_mem", roof.t_mem_s, f"HBM bytes at {topo.gpu.hbm_bandwidth_GBps:g} GB/s"),
+        ("t_comp", roof.t_comp_s, "FLOPs at the dtype's dense peak"),
+        ("t_latency_floor", roof.t_latency_floor_s,
+         f"1 kernel launch + {roof.sync_steps_critical_path} cross-GPU sync step(s)"),
+    ]
+    for name, value, what in rows:
+        bounds.add_row(name, format_us(value), what)
+    bounds.add_section()
+    bounds.add_row("t_roof", format_us(roof.t_roof_s), f"binding: {roof.binding}")
+    lines = [head, ""]
+    why = ["Why:"] + [f"  {b.op.id}: {b.reason}" for b in roof.comm]
+    tail = []
+    if result.measured_us is not None and result.attainment is not None:
+        tail.append(f"Measured {result.measured_us:g} us: attainment t_roof / measured = "
+                    f"{result.attainment:.1%} ({result.measured_us * US / roof.t_roof_s:.1f}x "
+                    f"off the roofline)")
+    return "\n".join(lines) + to_text(ops, "", bounds, "") + "\n".join(why + tail) + "\n"
+
+
+def _sets(result: AnalysisResult) -> str:
+    pairs = {**result.instance.overrides, **result.topology_overrides}
+    return " ".join(f"{k}={v}" for k, v in pairs.items())
+
+
+def _comm_row(b: CommBound) -> list[str]:
+    op = b.op
+    group = f"@{op.group}" if op.group != "world" else ""
+    return [op.id, f"{op.kind}{group}", str(op.repeat), format_bytes(op.bytes_per_rank), "-",
+            "-", format_us(b.best.t_bw_s), format_us(b.t_line_s), "-", "-",
+            f"{b.best.mechanism}/{b.best.algorithm}"]
+
+
+def _compute_row(c: ComputeBound) -> list[str]:
+    op = c.op
+    return [op.id, f"compute:{op.kind}", str(op.repeat), "-", _flops(op.flops * op.repeat),
+            format_bytes(op.hbm_bytes * op.repeat), "-", "-", format_us(c.t_mem_s),
+            format_us(c.t_comp_s), f"{op.dtype} {c.peak_key}"]

@@ -1,0 +1,362 @@
+"""Roofline bounds for a task instance on a topology.
+
+t_comm: the busiest link's bytes over its rate, each comm op carried by its best (algorithm,
+mechanism) pair; t_mem: compute ops' HBM bytes over HBM bandwidth; t_comp: FLOPs over the dtype's
+peak; t_latency_floor: one kernel launch plus the cross-GPU synchronisations on the critical path.
+t_roof is the largest of the four. Formulas and a worked example: docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from pkbsim.collectives import algbw_busbw, algorithms_for
+from pkbsim.collectives.base import SWITCH, Algorithm, Context
+from pkbsim.errors import InfeasibleError
+from pkbsim.task.schema import REDUCING_KINDS, CommOp, ComputeOp, TaskInstance
+from pkbsim.topology.fabric import NIC, Fabric
+from pkbsim.topology.schema import Mechanism, Topology
+from pkbsim.units import US, format_bytes
+
+Loads = dict[str, float]  # link id -> bytes
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to carry a comm op: an algorithm on a mechanism."""
+
+    algorithm: str
+    mechanism: str
+    steps: int
+    t_bw_s: float  # busiest link at the mechanism's achievable rate
+    t_alpha_s: float  # the mechanism's fixed and per-step latency
+    switch_reduction: bool
+
+    @property
+    def t_total_s(self) -> float:
+        return self.t_alpha_s + self.t_bw_s
+
+
+@dataclass(frozen=True)
+class CommBound:
+    op: CommOp
+    best: Candidate  # least bandwidth time: the bound
+    best_no_switch_reduction: Candidate | None
+    best_at_size: Candidate  # least alpha + bandwidth time at this size
+    line_algorithm: str
+    t_line_s: float
+    t_line_no_switch_reduction_s: float
+    egress_bytes: float  # busiest GPU's peer-fabric egress under ``best`` (all repeats)
+    ingress_bytes: float
+    nic_bytes: float  # busiest NIC direction under ``best``
+    min_steps: int
+    sync_latency_s: float
+    busbw_at_bound_Bps: float
+    reason: str
+    candidates: tuple[Candidate, ...] = ()
+
+
+@dataclass(frozen=True)
+class ComputeBound:
+    op: ComputeOp
+    peak_key: str
+    t_comp_s: float
+    t_mem_s: float
+
+
+@dataclass(frozen=True)
+class Roofline:
+    t_comm_s: float
+    t_comm_line_rate_s: float
+    t_comm_no_switch_reduction_s: float
+    t_comm_line_rate_no_switch_reduction_s: float
+    t_mem_s: float
+    t_comp_s: float
+    t_latency_floor_s: float
+    binding: str
+    busiest_link: str | None
+    comm: tuple[CommBound, ...] = ()
+    compute: tuple[ComputeBound, ...] = ()
+    sync_steps_critical_path: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def t_roof_s(self) -> float:
+        return max(self.t_comm_s, self.t_mem_s, self.t_comp_s, self.t_latency_floor_s)
+
+
+# ------------------------------------------------------------------ placement
+
+def group_members(op: CommOp, world_size: int) -> list[list[int]]:
+    """Global ranks of each concurrent group the op runs in."""
+    g = op.group_size
+    count = world_size // g
+    if op.group_layout == "strided":
+        return [[k + j * count for j in range(g)] for k in range(count)]
+    return [list(range(k * g, (k + 1) * g)) for k in range(count)]
+
+
+def _context(op: CommOp, members: list[int], topo: Topology) -> Context:
+    per_node: dict[int, int] = defaultdict(int)
+    for r in members:
+        per_node[topo.node_of(r)] += 1
+    sizes = set(per_node.values())
+    uniform = len(sizes) == 1
+    return Context(n=len(members), root=op.root, pattern=op.pattern, nodes=len(per_node),
+                   per_node=sizes.pop() if uniform else 0)
+
+
+def _loads(alg: Algorithm, op: CommOp, world_size: int, fabric: Fabric) -> Loads:
+    loads: Loads = defaultdict(float)
+    scale = op.repeat * op.imbalance
+    for members in group_members(op, world_size):
+        ctx = _context(op, members, fabric.topo)
+        for flow in alg.flows(op.kind, op.bytes_per_rank, ctx):
+            src = SWITCH if flow.src == SWITCH else members[flow.src]
+            dst = SWITCH if flow.dst == SWITCH else members[flow.dst]
+            for link in fabric.route(src, dst):
+                loads[link] += flow.nbytes * scale
+    return dict(loads)
+
+
+# ------------------------------------------------------------------ mechanisms
+
+def _fits(alg: Algorithm, mech: Mechanism, kind: str) -> bool:
+    traits = mech.traits
+    if alg.needs_switch_reduction:
+        return traits.switch_reduction
+    if alg.needs_multicast:
+        return traits.multicast and not traits.host_initiated or mech.name == "copy_engine"
+    if mech.name == "nvls_multimem":
+        return False  # multimem instructions address multicast objects only
+    return not (kind in REDUCING_KINDS and not traits.reduces)
+
+
+def _efficiency(topo: Topology, mech: Mechanism, link_kind: str) -> float:
+    if link_kind != NIC:
+        return mech.efficiency
+    assert topo.scale_out is not None
+    simple = topo.mechanisms.get("nccl_simple")
+    protocol = min(1.0, mech.efficiency / simple.efficiency) if (
+        simple and mech.name.startswith("nccl_")) else 1.0
+    return topo.scale_out.efficiency * protocol
+
+
+def _time(loads: Loads, fabric: Fabric, eff: dict[str, float] | None) -> tuple[float, str | None]:
+    worst, where = 0.0, None
+    for link_id, nbytes in loads.items():
+        link = fabric.link(link_id)
+        t = nbytes / (link.line_Bps * (eff[link.kind] if eff else 1.0))
+        if t > worst:
+            worst, where = t, link_id
+    return worst, where
+
+
+# ------------------------------------------------------------------ per op
+
+def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric
+                  ) -> tuple[CommBound, dict[str, Loads]]:
+    topo = fabric.topo
+    members = group_members(op, inst.world_size)[0]
+    ctx = _context(op, members, topo)
+    in_one_node = ctx.nodes == 1
+    candidates: list[Candidate] = []
+    loads_by_alg: dict[str, Loads] = {}
+    line: dict[str, float] = {}
+    steps_by_alg: dict[str, int] = {}
+    for alg in algorithms_for(op.kind, ctx):
+        if alg.needs_switch_reduction and not (topo.scale_up.in_switch_reduction and in_one_node):
+            continue
+        if alg.needs_multicast and not (topo.scale_up.multicast and in_one_node):
+            continue
+        loads = _loads(alg, op, inst.world_size, fabric)
+        loads_by_alg[alg.name] = loads
+        line[alg.name] = _time(loads, fabric, None)[0]
+        steps = alg.steps(op.kind, ctx)
+        steps_by_alg[alg.name] = steps
+        for mech in topo.mechanisms.values():
+            if not _fits(alg, mech, op.kind):
+                continue
+            eff = {kind: _efficiency(topo, mech, kind)
+                   for kind in {fabric.link(k).kind for k in loads} | {NIC}}
+            t_bw = _time(loads, fabric, eff)[0]
+            alpha = (mech.latency_s + steps * mech.step_latency_s) * op.repeat
+            candidates.append(Candidate(alg.name, mech.name, steps, t_bw, alpha,
+                                        alg.needs_switch_reduction))
+    if not candidates:
+        raise InfeasibleError(f"no algorithm and mechanism on {topo.name} can carry "
+                              f"{op.kind} (op {op.id})")
+
+    def key(c: Candidate) -> tuple[float, int, float]:
+        return (c.t_bw_s, c.steps, c.t_alpha_s)
+
+    best = min(candidates, key=key)
+    plain = [c for c in candidates if not c.switch_reduction]
+    best_plain = min(plain, key=key) if plain else None
+    at_size = min(candidates, key=lambda c: (c.t_total_s, c.t_bw_s))
+    line_alg = min(line, key=lambda name: (line[name], steps_by_alg[name]))
+    plain_line = [line[a] for a in line if not _needs_reduction(a, op.kind)]
+    loads = loads_by_alg[best.algorithm]
+    egress, ingress, nic = _port_bytes(loads, fabric)
+    min_steps = min(steps_by_alg.values())
+    sync = (topo.scale_up.signal_latency_us if in_one_node
+            else (topo.scale_out.latency_us if topo.scale_out else 0.0)) * US
+    per_call = best.t_bw_s / max(op.repeat, 1)
+    busbw = algbw_busbw(op.kind, op.bytes_per_rank, op.group_size, per_call)[1] if (
+        per_call > 0) else 0.0
+    bound = CommBound(
+        op=op, best=best, best_no_switch_reduction=best_plain, best_at_size=at_size,
+        line_algorithm=line_alg, t_line_s=line[line_alg],
+        t_line_no_switch_reduction_s=min(plain_line) if plain_line else line[line_alg],
+        egress_bytes=egress, ingress_bytes=ingress, nic_bytes=nic, min_steps=min_steps,
+        sync_latency_s=sync, busbw_at_bound_Bps=busbw,
+        reason=_reason(op, best, at_size, topo, loads_by_alg, fabric),
+        candidates=tuple(sorted(candidates, key=key)),
+    )
+    return bound, {best.algorithm: loads, "__line__": loads_by_alg[line_alg],
+                   "__plain__": loads_by_alg[best_plain.algorithm] if best_plain else loads,
+                   "__plain_line__": loads_by_alg[min(
+                       (a for a in line if not _needs_reduction(a, op.kind)),
+                       key=lambda a: line[a], default=line_alg)]}
+
+
+def _needs_reduction(alg_name: str, kind: str) -> bool:
+    return alg_name == "nvls"
+
+
+def _port_bytes(loads: Loads, fabric: Fabric) -> tuple[float, float, float]:
+    egress = ingress = nic = 0.0
+    for link_id, nbytes in loads.items():
+        kind = fabric.link(link_id).kind
+        if kind == NIC:
+            nic = max(nic, nbytes)
+        elif link_id.endswith(".out"):
+            egress = max(egress, nbytes)
+        elif link_id.endswith(".in"):
+            ingress = max(ingress, nbytes)
+    return egress, ingress, nic
+
+
+def _reason(op: CommOp, best: Candidate, at_size: Candidate, topo: Topology,
+            loads_by_alg: dict[str, Loads], fabric: Fabric) -> str:
+    m = op.bytes_per_rank * op.repeat * op.imbalance
+    mech = topo.mechanisms[best.mechanism]
+
+    def factor(alg: str) -> float:
+        e, i, n = _port_bytes(loads_by_alg[alg], fabric)
+        return max(e, i, n) / m if m else 0.0
+
+    others = sorted((a for a in loads_by_alg if a != best.algorithm), key=factor)
+    text = (f"{best.algorithm} puts {factor(best.algorithm):.3g}x the buffer on the busiest "
+            f"port; {best.mechanism} reaches {mech.efficiency:.0%} of line rate")
+    if others:
+        text += f" ({others[0]}: {factor(others[0]):.3g}x)"
+    if (at_size.algorithm, at_size.mechanism) != (best.algorithm, best.mechanism):
+        text += (f"; at this size {at_size.mechanism}/{at_size.algorithm} is faster once "
+                 f"latency counts ({at_size.t_total_s / US:.3g} us vs "
+                 f"{best.t_total_s / US:.3g} us)")
+    if m and m / max(op.group_size, 1) < mech.min_efficient_message_bytes:
+        text += (f"; messages here are below {best.mechanism}'s efficient size "
+                 f"({format_bytes(mech.min_efficient_message_bytes)})")
+    return text
+
+
+# ------------------------------------------------------------------ compute
+
+def peak_key(op: ComputeOp, topo: Topology) -> str:
+    peaks = topo.gpu.peak_tflops
+    if op.tensor_core:
+        wanted = {"bf16": "bf16_tensor", "fp16": "fp16_tensor", "fp8": "fp8_tensor",
+                  "tf32": "tf32_tensor", "fp32": "tf32_tensor", "fp64": "fp64_tensor"}
+        key = wanted.get(op.dtype, "bf16_tensor")
+        for candidate in (key, "bf16_tensor"):
+            if candidate in peaks:
+                return candidate
+    return "fp64" if op.dtype == "fp64" and "fp64" in peaks else "fp32"
+
+
+def bound_compute_op(op: ComputeOp, topo: Topology) -> ComputeBound:
+    key = peak_key(op, topo)
+    t_comp = op.flops * op.repeat / (topo.gpu.peak_tflops[key] * 1e12)
+    t_mem = op.hbm_bytes * op.repeat / topo.gpu.hbm_Bps
+    return ComputeBound(op, key, t_comp, t_mem)
+
+
+# ------------------------------------------------------------------ task
+
+def check_world_size(inst: TaskInstance, topo: Topology) -> None:
+    if inst.world_size > topo.total_gpus:
+        raise InfeasibleError(
+            f"world size {inst.world_size} needs {inst.world_size} GPUs; topology {topo.name} "
+            f"has {topo.total_gpus} ({topo.nodes} node(s) x {topo.gpus_per_node})")
+
+
+def roofline(inst: TaskInstance, topo: Topology) -> Roofline:
+    check_world_size(inst, topo)
+    fabric = Fabric(topo)
+    comm: list[CommBound] = []
+    compute: list[ComputeBound] = []
+    achieved: Loads = defaultdict(float)  # link -> seconds, each op at its own mechanism
+    plain: Loads = defaultdict(float)
+    line: Loads = defaultdict(float)
+    plain_line: Loads = defaultdict(float)
+    for op in inst.ops:
+        if isinstance(op, ComputeOp):
+            compute.append(bound_compute_op(op, topo))
+            continue
+        bound, loads = bound_comm_op(op, inst, fabric)
+        comm.append(bound)
+        _accumulate(achieved, loads[bound.best.algorithm], fabric, topo, bound.best.mechanism)
+        fallback = bound.best_no_switch_reduction or bound.best
+        _accumulate(plain, loads["__plain__"], fabric, topo, fallback.mechanism)
+        _accumulate(line, loads["__line__"], fabric, topo, None)
+        _accumulate(plain_line, loads["__plain_line__"], fabric, topo, None)
+    t_comm, busiest = _max(achieved)
+    t_mem = sum(c.t_mem_s for c in compute)
+    t_comp = sum(c.t_comp_s for c in compute)
+    steps, t_sync = _critical_syncs(inst, comm)
+    t_floor = topo.latency.kernel_launch_us * US + t_sync
+    terms = {"comm": t_comm, "memory": t_mem, "compute": t_comp, "latency": t_floor}
+    binding = max(terms, key=lambda k: terms[k])
+    return Roofline(
+        t_comm_s=t_comm, t_comm_line_rate_s=_max(line)[0],
+        t_comm_no_switch_reduction_s=_max(plain)[0],
+        t_comm_line_rate_no_switch_reduction_s=_max(plain_line)[0],
+        t_mem_s=t_mem, t_comp_s=t_comp, t_latency_floor_s=t_floor, binding=binding,
+        busiest_link=busiest, comm=tuple(comm), compute=tuple(compute),
+        sync_steps_critical_path=steps,
+    )
+
+
+def _accumulate(total: Loads, loads: Loads, fabric: Fabric, topo: Topology,
+                mechanism: str | None) -> None:
+    mech = topo.mechanisms[mechanism] if mechanism else None
+    for link_id, nbytes in loads.items():
+        link = fabric.link(link_id)
+        eff = _efficiency(topo, mech, link.kind) if mech else 1.0
+        total[link_id] += nbytes / (link.line_Bps * eff)
+
+
+def _max(times: Loads) -> tuple[float, str | None]:
+    if not times:
+        return 0.0, None
+    link = max(times, key=lambda k: times[k])
+    return times[link], link
+
+
+def _critical_syncs(inst: TaskInstance, comm: list[CommBound]) -> tuple[int, float]:
+    """Longest chain of sync steps through the op graph (compute ops add none)."""
+    by_id = {b.op.id: b for b in comm}
+    finish: dict[str, tuple[int, float]] = {}
+    for op in inst.ops:
+        start = max((finish[d] for d in op.after), default=(0, 0.0), key=lambda x: x[1])
+        if op.id in by_id:
+            b = by_id[op.id]
+            count = b.min_steps * (op.repeat if op.chain else 1)
+            finish[op.id] = (start[0] + count, start[1] + count * b.sync_latency_s)
+        else:
+            finish[op.id] = start
+    if not finish:
+        return 0, 0.0
+    return max(finish.values(), key=lambda x: x[1])

@@ -1,0 +1,156 @@
+"""A task as written (``TaskSpec``, with expressions) and as instantiated (``TaskInstance``).
+
+Sizes in an instance are plain numbers: bytes, FLOPs. ``bytes_per_rank`` follows nccl-tests:
+the size of the buffer this rank hands to the collective (all-gather: its shard; reduce-scatter
+and all-to-all: its whole input; scatter/gather: one rank's chunk; send/recv: bytes sent to
+each peer of the pattern).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+COMM_KINDS = (
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+    "broadcast", "reduce", "scatter", "gather", "send_recv",
+)
+ROOTED_KINDS = ("broadcast", "reduce", "scatter", "gather")
+REDUCING_KINDS = ("all_reduce", "reduce_scatter", "reduce")
+REDUCE_OPS = ("sum", "avg", "max", "min", "prod")
+COMPUTE_KINDS = ("gemm", "elementwise", "reduction", "sort", "fft", "gather_scatter", "copy",
+                 "attention", "conv", "scan", "other")
+SEND_RECV_PATTERNS = ("ring", "bidir_ring", "pairs")
+GROUP_LAYOUTS = ("contiguous", "strided")
+Expr = str | int | float
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    value: float | int
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class PresetSpec:
+    name: str
+    description: str
+    source: str
+    values: dict[str, float | int] = field(hash=False)
+    world_size: int | None = None
+
+
+@dataclass(frozen=True)
+class ConstraintSpec:
+    check: str
+    why: str
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    name: str
+    size: Expr
+    layout: str  # contiguous: ranks [k*size, (k+1)*size); strided: ranks {i, i+W/size, ...}
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op as written: expressions stay text until the task is instantiated."""
+
+    id: str
+    kind: str  # a COMM_KINDS entry, or "compute"
+    fields: dict[str, object] = field(hash=False)
+    after: tuple[str, ...] | None  # None = the previous op
+    field_path: str = ""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    id: int
+    name: str
+    aliases: tuple[str, ...]
+    title: str
+    source: str
+    parallelism: str
+    description: str
+    default_world_size: int
+    constraints: tuple[ConstraintSpec, ...]
+    params: tuple[ParamSpec, ...]
+    derived: tuple[tuple[str, Expr], ...]
+    presets: dict[str, PresetSpec] = field(hash=False)
+    groups: dict[str, GroupSpec] = field(hash=False)
+    ops: tuple[OpSpec, ...] = ()
+    notes: str = ""
+    file: str = ""
+    sha256: str = ""
+
+    @property
+    def key(self) -> str:
+        """The file stem: ``<id>_<name>``."""
+        return f"{self.id}_{self.name}"
+
+    def settable(self) -> list[str]:
+        return [p.name for p in self.params] + [name for name, _ in self.derived]
+
+
+@dataclass(frozen=True)
+class CommOp:
+    id: str
+    kind: str
+    bytes_per_rank: float
+    dtype: str
+    group: str
+    group_size: int
+    group_layout: str
+    root: int
+    reduce_op: str | None
+    pattern: str | None  # send_recv only
+    data_dependent: bool
+    imbalance: float  # largest rank's bytes over the mean (data-dependent ops)
+    repeat: int
+    chain: bool  # repeated instances depend on each other
+    after: tuple[str, ...]
+    host_syncs: int  # host synchronisations the reference makes at this op
+    api: str
+    note: str
+
+    category = "comm"
+
+
+@dataclass(frozen=True)
+class ComputeOp:
+    id: str
+    kind: str  # a COMPUTE_KINDS entry
+    flops: float
+    hbm_bytes: float
+    dtype: str
+    tensor_core: bool
+    repeat: int
+    chain: bool
+    after: tuple[str, ...]
+    host_syncs: int
+    launches: int  # kernels the reference launches for this op (per repeat)
+    note: str
+
+    category = "compute"
+
+
+Op = CommOp | ComputeOp
+
+
+@dataclass(frozen=True)
+class TaskInstance:
+    """A task at one world size and preset, with every expression evaluated."""
+
+    spec: TaskSpec
+    world_size: int
+    preset: str
+    values: dict[str, float | int] = field(hash=False)  # every parameter and derived value
+    overrides: dict[str, float | int] = field(hash=False)
+    ops: tuple[Op, ...] = ()
+
+    def op(self, op_id: str) -> Op:
+        for op in self.ops:
+            if op.id == op_id:
+                return op
+        raise KeyError(op_id)

@@ -1,0 +1,221 @@
+"""Load and validate topology files into :class:`Topology`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pkbsim.datafiles import data_dir, looks_like_path, nearest
+from pkbsim.errors import TopologyError
+from pkbsim.fields import Fields, load_yaml
+from pkbsim.topology.schema import (
+    FABRICS,
+    MECHANISMS,
+    PEAK_KEYS,
+    Gpu,
+    Latency,
+    Mechanism,
+    Pcie,
+    ScaleOut,
+    ScaleUp,
+    Topology,
+)
+
+SCHEMA_VERSION = 1
+DEFAULT_TOPOLOGY = "dgx-h100"
+
+
+def list_topologies() -> list[str]:
+    return sorted(p.stem for p in data_dir("topologies").glob("*.yaml"))
+
+
+def find_topology(name: str) -> Path:
+    """A shipped topology's name, or a path to a user's file."""
+    if looks_like_path(name):
+        path = Path(name)
+        if not path.is_file():
+            raise TopologyError("no such file", file=name)
+        return path
+    path = data_dir("topologies") / f"{name}.yaml"
+    if not path.is_file():
+        known = list_topologies()
+        close = nearest(name, known)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise TopologyError(f"unknown topology {name!r}{hint} (known: {', '.join(known)})")
+    return path
+
+
+def load_topology(name: str, overrides: Mapping[str, Any] | None = None) -> Topology:
+    """Load by name or path. ``overrides`` maps dotted field paths to values (``--set``)."""
+    path = find_topology(name)
+    data, sha = load_yaml(path, TopologyError)
+    if overrides:
+        data = apply_overrides(data, overrides, str(path))
+    return parse_topology(data, str(path), sha)
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any], file: str
+                    ) -> dict[str, Any]:
+    """Copy ``data`` with each dotted path replaced; the path must already exist."""
+    out: dict[str, Any] = _deep_copy(data)
+    for dotted, value in overrides.items():
+        node: Any = out
+        parts = dotted.split(".")
+        for i, part in enumerate(parts):
+            if not isinstance(node, dict) or part not in node:
+                raise TopologyError(f"--set {dotted}: no such topology field "
+                                    f"(see 'pkbsim topo show' for the fields)",
+                                    file=file, field=".".join(parts[: i + 1]))
+            if i == len(parts) - 1:
+                if isinstance(node[part], dict):
+                    raise TopologyError(f"--set {dotted}: is a section, not a value",
+                                        file=file, field=dotted)
+                node[part] = value
+            else:
+                node = node[part]
+    return out
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+def parse_topology(data: Mapping[str, Any], file: str, sha256: str = "") -> Topology:
+    top = Fields(data, file, "", TopologyError)
+    version = top.int("schema_version")
+    if version != SCHEMA_VERSION:
+        raise top.fail("schema_version", f"expected {SCHEMA_VERSION}, got {version}")
+    name = top.str("name")
+    if Path(file).suffix in (".yaml", ".yml") and Path(file).stem != name and \
+            Path(file).parent == data_dir("topologies"):
+        raise top.fail("name", f"must equal the file name {Path(file).stem!r}")
+    description = top.str("description", "")
+    gpu = _gpu(top.sub("gpu"))
+    node = top.sub("node")
+    gpus_per_node = node.int("gpus", lo=1)
+    nodes = node.int("count", 1, lo=1)
+    node.done()
+    scale_up = _scale_up(top.sub("scale_up"))
+    pcie = _pcie(top.sub("pcie"), gpus_per_node)
+    scale_out = _scale_out(top.sub("scale_out")) if top.has("scale_out") else None
+    top.raw("scale_out", None)
+    if nodes > 1 and scale_out is None:
+        raise top.fail("scale_out", f"is required when node.count is {nodes} (> 1)")
+    latency = _latency(top.sub("latency"))
+    mechanisms = _mechanisms(top.sub("mechanisms"), scale_up)
+    sources = {str(k): str(v) for k, v in top.items("sources")}
+    top.done()
+    return Topology(
+        name=name, description=description, gpu=gpu, gpus_per_node=gpus_per_node,
+        nodes=nodes, scale_up=scale_up, pcie=pcie, scale_out=scale_out, latency=latency,
+        mechanisms=mechanisms, sources=sources, file=file, sha256=sha256,
+    )
+
+
+def _gpu(f: Fields) -> Gpu:
+    peak = f.sub("peak_tflops")
+    peaks = {key: peak.num(key, lo=0, lo_open=True) for key in PEAK_KEYS if peak.has(key)}
+    for key in PEAK_KEYS:
+        peak.raw(key, None)
+    peak.done()
+    for needed in ("bf16_tensor", "fp32"):
+        if needed not in peaks:
+            raise peak.fail(needed, "is required (the dense peak in TFLOP/s)")
+    gpu = Gpu(
+        model=f.str("model"),
+        sm_count=f.int("sm_count", lo=1),
+        hbm_bandwidth_GBps=f.num("hbm_bandwidth_GBps", lo=0, lo_open=True),
+        hbm_capacity_GB=f.num("hbm_capacity_GB", lo=0, lo_open=True),
+        l2_MiB=f.num("l2_MiB", lo=0),
+        copy_engines=f.int("copy_engines", lo=0),
+        peak_tflops=peaks,
+    )
+    f.done()
+    return gpu
+
+
+def _scale_up(f: Fields) -> ScaleUp:
+    fabric = f.str("fabric", choices=FABRICS)
+    links = f.int("links_per_gpu", 0, lo=0)
+    bw = f.num("link_bandwidth_GBps", 0, lo=0)
+    reduction = f.bool("in_switch_reduction", False)
+    multicast = f.bool("multicast", False)
+    signal = f.num("signal_latency_us", lo=0, lo_open=True)
+    if fabric == "nvswitch" and (links == 0 or bw == 0):
+        raise f.fail("links_per_gpu", "an nvswitch fabric needs links_per_gpu and "
+                     "link_bandwidth_GBps above 0")
+    if fabric == "pcie" and (reduction or multicast):
+        raise f.fail("in_switch_reduction", "a pcie fabric has no in-switch reduction "
+                     "or multicast")
+    f.done()
+    return ScaleUp(fabric, links, bw, reduction, multicast, signal)
+
+
+def _pcie(f: Fields, gpus_per_node: int) -> Pcie:
+    pcie = Pcie(
+        gpu_link_GBps=f.num("gpu_link_GBps", lo=0, lo_open=True),
+        gpu_link_efficiency=f.num("gpu_link_efficiency", lo=0, hi=1, lo_open=True),
+        latency_us=f.num("latency_us", lo=0),
+        p2p=f.bool("p2p", True),
+        gpus_per_switch=f.int("gpus_per_switch", gpus_per_node, lo=1),
+        switches_per_socket=f.int("switches_per_socket", 1, lo=1),
+        sockets=f.int("sockets", 1, lo=1),
+        switch_uplink_GBps=f.num("switch_uplink_GBps", 0, lo=0),
+        inter_socket_GBps=f.num("inter_socket_GBps", 0, lo=0),
+    )
+    total = pcie.gpus_per_switch * pcie.switches_per_socket * pcie.sockets
+    if total != gpus_per_node:
+        raise f.fail("gpus_per_switch", f"gpus_per_switch x switches_per_socket x sockets = "
+                     f"{total}, but node.gpus is {gpus_per_node}")
+    f.done()
+    return pcie
+
+
+def _scale_out(f: Fields) -> ScaleOut:
+    out = ScaleOut(
+        nics_per_gpu=f.int("nics_per_gpu", lo=1),
+        nic_bandwidth_GBps=f.num("nic_bandwidth_GBps", lo=0, lo_open=True),
+        efficiency=f.num("efficiency", lo=0, hi=1, lo_open=True),
+        latency_us=f.num("latency_us", lo=0),
+    )
+    f.done()
+    return out
+
+
+def _latency(f: Fields) -> Latency:
+    out = Latency(
+        kernel_launch_us=f.num("kernel_launch_us", lo=0),
+        host_launch_us=f.num("host_launch_us", lo=0),
+        nccl_call_us=f.num("nccl_call_us", lo=0),
+    )
+    f.done()
+    return out
+
+
+def _mechanisms(f: Fields, scale_up: ScaleUp) -> dict[str, Mechanism]:
+    out: dict[str, Mechanism] = {}
+    for name in f.data:
+        if name not in MECHANISMS:
+            raise f.fail(str(name), f"unknown mechanism; expected one of: {', '.join(MECHANISMS)}")
+        m = f.sub(str(name))
+        out[name] = Mechanism(
+            name=name,
+            efficiency=m.num("efficiency", lo=0, hi=1, lo_open=True),
+            latency_us=m.num("latency_us", lo=0),
+            step_latency_us=m.num("step_latency_us", 0.0, lo=0),
+            sms_to_saturate=m.int("sms_to_saturate", lo=0),
+            min_efficient_message_bytes=m.int("min_efficient_message_bytes", lo=1),
+        )
+        m.done()
+    if not out:
+        raise TopologyError("at least one mechanism is required", file=f.file, field=f.path)
+    if "nvls_multimem" in out and not scale_up.in_switch_reduction:
+        raise f.fail("nvls_multimem", "needs scale_up.in_switch_reduction: true")
+    if scale_up.fabric == "pcie" and "nvls_multimem" in out:
+        raise f.fail("nvls_multimem", "is not possible on a pcie fabric")
+    return out

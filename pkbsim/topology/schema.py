@@ -1,0 +1,157 @@
+"""Frozen dataclasses for a machine. Field names carry their units.
+
+GB/s means 1e9 bytes per second, per GPU, one direction, unless the name says ``_bidir``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pkbsim.units import GB, US
+
+# Transfer mechanisms the model knows. Each topology lists those its hardware offers.
+MECHANISMS = (
+    "copy_engine", "sm_ldst", "tma", "nvls_multimem", "nccl_simple", "nccl_ll128", "nccl_ll",
+)
+FABRICS = ("nvswitch", "pcie")
+PEAK_KEYS = ("bf16_tensor", "fp16_tensor", "fp8_tensor", "tf32_tensor", "fp64_tensor",
+             "fp32", "fp64")
+
+
+@dataclass(frozen=True)
+class MechanismTraits:
+    """What a mechanism can do, fixed by the hardware (not a tunable)."""
+
+    reduces: bool  # can sum peer data on the way (p2p reduction by SM code)
+    switch_reduction: bool  # uses NVSwitch in-fabric reduction (multimem.ld_reduce)
+    multicast: bool  # can write once and have the switch replicate
+    uses_sms: bool  # occupies SMs while moving data
+    host_initiated: bool  # issued from the host (a copy or a library call)
+
+
+TRAITS: dict[str, MechanismTraits] = {
+    "copy_engine": MechanismTraits(False, False, True, False, True),
+    "sm_ldst": MechanismTraits(True, False, True, True, False),
+    "tma": MechanismTraits(True, False, True, True, False),
+    "nvls_multimem": MechanismTraits(True, True, True, True, False),
+    "nccl_simple": MechanismTraits(True, False, False, True, True),
+    "nccl_ll128": MechanismTraits(True, False, False, True, True),
+    "nccl_ll": MechanismTraits(True, False, False, True, True),
+}
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """Achievable behaviour of one transfer mechanism on this machine's GPU-to-GPU fabric."""
+
+    name: str
+    efficiency: float  # achievable fraction of the fabric's line rate
+    latency_us: float  # fixed cost per operation (issue, launch or call)
+    step_latency_us: float  # extra cost per synchronisation step of an algorithm
+    sms_to_saturate: int  # SMs needed to reach ``efficiency``; 0 for copy engines
+    min_efficient_message_bytes: int  # smallest message that reaches about ``efficiency``
+
+    @property
+    def traits(self) -> MechanismTraits:
+        return TRAITS[self.name]
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_us * US
+
+    @property
+    def step_latency_s(self) -> float:
+        return self.step_latency_us * US
+
+
+@dataclass(frozen=True)
+class Gpu:
+    model: str
+    sm_count: int
+    hbm_bandwidth_GBps: float
+    hbm_capacity_GB: float
+    l2_MiB: float
+    copy_engines: int
+    peak_tflops: dict[str, float] = field(hash=False)
+
+    @property
+    def hbm_Bps(self) -> float:
+        return self.hbm_bandwidth_GBps * GB
+
+
+@dataclass(frozen=True)
+class ScaleUp:
+    """The GPU-to-GPU fabric inside a node: NVSwitch, or PCIe alone."""
+
+    fabric: str
+    links_per_gpu: int
+    link_bandwidth_GBps: float  # per link, per direction
+    in_switch_reduction: bool  # NVLS / NVLink SHARP
+    multicast: bool
+    signal_latency_us: float  # one cross-GPU flag exchange (a sync step)
+
+    @property
+    def bandwidth_GBps(self) -> float:
+        """Per GPU, per direction."""
+        return self.links_per_gpu * self.link_bandwidth_GBps
+
+
+@dataclass(frozen=True)
+class Pcie:
+    """Host links and, for PCIe-only machines, the switch tree peer traffic crosses."""
+
+    gpu_link_GBps: float  # per GPU, per direction, line rate
+    gpu_link_efficiency: float
+    latency_us: float  # one host<->device copy
+    p2p: bool  # peer-to-peer over PCIe; otherwise staged through host memory
+    gpus_per_switch: int
+    switches_per_socket: int
+    sockets: int
+    switch_uplink_GBps: float  # per switch, per direction
+    inter_socket_GBps: float  # per direction
+
+
+@dataclass(frozen=True)
+class ScaleOut:
+    nics_per_gpu: int
+    nic_bandwidth_GBps: float  # per NIC, per direction, line rate
+    efficiency: float
+    latency_us: float  # one message, one way, including the proxy
+
+
+@dataclass(frozen=True)
+class Latency:
+    kernel_launch_us: float  # GPU-side cost of one kernel (back-to-back or in a graph)
+    host_launch_us: float  # host cost to issue one eager op
+    nccl_call_us: float  # one small eager NCCL collective, end to end
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    description: str
+    gpu: Gpu
+    gpus_per_node: int
+    nodes: int
+    scale_up: ScaleUp
+    pcie: Pcie
+    scale_out: ScaleOut | None
+    latency: Latency
+    mechanisms: dict[str, Mechanism] = field(hash=False)
+    sources: dict[str, str] = field(hash=False, default_factory=dict)
+    file: str = ""
+    sha256: str = ""
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def peer_line_rate_GBps(self) -> float:
+        """Per GPU, per direction, to a peer in the same node."""
+        if self.scale_up.fabric == "nvswitch":
+            return self.scale_up.bandwidth_GBps
+        return self.pcie.gpu_link_GBps
+
+    def node_of(self, rank: int) -> int:
+        return rank // self.gpus_per_node

@@ -1,0 +1,56 @@
+"""Units: sizes with suffixes, data types and their element sizes.
+
+Inside the model only SI base units exist: bytes, seconds, bytes per second, FLOP per second.
+GB/s = 1e9 B/s; KiB/MiB/GiB are powers of two.
+"""
+
+from __future__ import annotations
+
+import re
+
+GB = 1e9
+US = 1e-6
+
+_SIZE_SUFFIX = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+
+# Element sizes in bytes. fp8 covers e4m3 and e5m2.
+DTYPE_BYTES: dict[str, float] = {
+    "fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "fp4": 0.5,
+    "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1,
+    "complex64": 8, "complex128": 16,
+}
+
+
+def parse_size(text: str) -> float:
+    """``'2MiB'`` -> 2097152; ``'1e6'`` -> 1e6. Raises ValueError on anything else."""
+    match = _SIZE_RE.match(text)
+    if not match or match.group(2).lower() not in _SIZE_SUFFIX:
+        raise ValueError(f"not a size: {text!r} (examples: 4096, 2MiB, 1.5GB)")
+    value = float(match.group(1)) * _SIZE_SUFFIX[match.group(2).lower()]
+    return int(value) if value.is_integer() else value
+
+
+def format_bytes(n: float) -> str:
+    """Human-readable binary size: 2097152 -> '2 MiB', 1000 -> '1000 B'."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            value = n / scale
+            return f"{value:.3g} {unit}" if not value.is_integer() else f"{int(value)} {unit}"
+    return f"{n:g} B"
+
+
+def format_us(t_s: float) -> str:
+    """Seconds -> a short microsecond string."""
+    us = t_s / US
+    if us == 0:
+        return "0"
+    if us >= 100:
+        return f"{us:,.0f}"
+    if us >= 1:
+        return f"{us:.2f}"
+    return f"{us:.3g}"
