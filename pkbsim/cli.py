@@ -12,7 +12,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 
 from pkbsim import __version__
@@ -149,17 +148,23 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv, prog_name="pkbsim", standalone_mode=False)
     except PkbsimError as exc:
         _fail(exc.one_line())
-    except click.exceptions.NoArgsIsHelp as exc:
-        sys.stdout.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
-        sys.exit(0)
-    except click.UsageError as exc:
-        _fail(exc.format_message())
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        _fail("interrupted", code=130)
     except BrokenPipeError:
         sys.exit(0)
+    except Exception as exc:
+        # typer's click (vendored in new releases, the click package in old ones): matched by
+        # name so both work.
+        name = type(exc).__name__
+        if name in ("NoArgsIsHelpError", "NoArgsIsHelp"):
+            ctx = getattr(exc, "ctx", None)
+            sys.stdout.write(ctx.get_help() + "\n" if ctx else "")
+            sys.exit(0)
+        if name == "Exit":
+            sys.exit(getattr(exc, "exit_code", 0))
+        if name == "Abort":
+            _fail("interrupted", code=130)
+        if hasattr(exc, "format_message"):
+            _fail(exc.format_message(), code=getattr(exc, "exit_code", 2) or 2)
+        raise
 
 
 def _fail(message: str, code: int = 2) -> None:

@@ -12,10 +12,8 @@ import yaml
 
 from pkbsim.errors import PkbsimError
 
-try:  # the C loader is several times faster; fall back where libyaml is absent
-    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _Loader = yaml.SafeLoader
+# the C loader is several times faster; fall back where libyaml is absent
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _MISSING = object()
 
@@ -27,7 +25,7 @@ def load_yaml(path: Path, error: type[PkbsimError]) -> tuple[Mapping[str, Any], 
     except OSError as exc:
         raise error(f"cannot read file: {exc.strerror}", file=str(path)) from None
     try:
-        data = yaml.load(raw, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
+        data = yaml.load(raw, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -77,7 +75,7 @@ class Fields:
             raise self.fail(key, f"expected a number <= {hi:g}, got {value!r}")
         return float(value)
 
-    def int(self, key: str, default: Any = _MISSING, *, lo: int | None = None) -> int:
+    def integer(self, key: str, default: Any = _MISSING, *, lo: int | None = None) -> int:
         value = self.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(key, f"expected an integer, got {value!r}")
@@ -85,7 +83,7 @@ class Fields:
             raise self.fail(key, f"expected an integer >= {lo}, got {value!r}")
         return value
 
-    def str(self, key: str, default: Any = _MISSING, *, choices: tuple[str, ...] = ()) -> str:
+    def text(self, key: str, default: Any = _MISSING, *, choices: tuple[str, ...] = ()) -> str:
         value = self.raw(key, default)
         if not isinstance(value, str):
             raise self.fail(key, f"expected text, got {value!r}")
@@ -93,7 +91,7 @@ class Fields:
             raise self.fail(key, f"expected one of {', '.join(choices)}, got {value!r}")
         return value
 
-    def bool(self, key: str, default: Any = _MISSING) -> bool:
+    def flag(self, key: str, default: Any = _MISSING) -> bool:
         value = self.raw(key, default)
         if not isinstance(value, bool):
             raise self.fail(key, f"expected true or false, got {value!r}")

@@ -127,7 +127,7 @@ def _fits(alg: Algorithm, mech: Mechanism, kind: str) -> bool:
     if alg.needs_switch_reduction:
         return traits.switch_reduction
     if alg.needs_multicast:
-        return traits.multicast and not traits.host_initiated or mech.name == "copy_engine"
+        return traits.multicast and (not traits.host_initiated or mech.name == "copy_engine")
     if mech.name == "nvls_multimem":
         return False  # multimem instructions address multicast objects only
     return not (kind in REDUCING_KINDS and not traits.reduces)
@@ -179,7 +179,7 @@ def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric
             if not _fits(alg, mech, op.kind):
                 continue
             eff = {kind: _efficiency(topo, mech, kind)
-                   for kind in {fabric.link(k).kind for k in loads} | {NIC}}
+                   for kind in {fabric.link(k).kind for k in loads}}
             t_bw = _time(loads, fabric, eff)[0]
             alpha = (mech.latency_s + steps * mech.step_latency_s) * op.repeat
             candidates.append(Candidate(alg.name, mech.name, steps, t_bw, alpha,

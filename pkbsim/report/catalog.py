@@ -18,7 +18,7 @@ from pkbsim.units import format_bytes
 def _table(*columns: str, title: str | None = None) -> Table:
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     for col in columns:
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     return table
 
 
@@ -35,7 +35,7 @@ def topology_list() -> str:
         table.add_row(name, f"{t.nodes} x {t.gpus_per_node}", t.gpu.model,
                       f"{t.peer_line_rate_GBps:g}", "yes" if t.scale_up.in_switch_reduction
                       else "no", f"{t.gpu.hbm_bandwidth_GBps:g}", " ".join(t.mechanisms))
-    return to_text(table)
+    return to_text(table, width=200)
 
 
 def _source(topo: Topology, path: str) -> str:
@@ -95,7 +95,7 @@ def task_list() -> str:
         comm = [op.kind for op in spec.ops if op.kind != "compute"]
         table.add_row(str(spec.id), spec.name, " ".join(spec.aliases), spec.parallelism,
                       ", ".join(comm), " ".join(spec.presets))
-    return to_text(table)
+    return to_text(table, width=200)
 
 
 def task_detail(spec: TaskSpec, inst: TaskInstance) -> str:

@@ -14,10 +14,10 @@ from pkbsim.units import US, format_bytes, format_us
 WIDTH = 132
 
 
-def to_text(*renderables: object) -> str:
+def to_text(*renderables: object, width: int = WIDTH) -> str:
     """Render rich objects to a string (the CLI decides where it goes)."""
     buffer = io.StringIO()
-    console = Console(file=buffer, width=WIDTH, force_terminal=False, color_system=None,
+    console = Console(file=buffer, width=width, force_terminal=False, color_system=None,
                       soft_wrap=False)
     for item in renderables:
         console.print(item)

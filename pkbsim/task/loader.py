@@ -103,18 +103,18 @@ def load_task(name: str) -> TaskSpec:
 
 def parse_task(data: Mapping[str, Any], file: str, sha256: str = "") -> TaskSpec:
     top = Fields(data, file, "", TaskError)
-    version = top.int("schema_version")
+    version = top.integer("schema_version")
     if version != SCHEMA_VERSION:
         raise top.fail("schema_version", f"expected {SCHEMA_VERSION}, got {version}")
-    task_id = top.int("id", lo=1)
-    name = top.str("name")
+    task_id = top.integer("id", lo=1)
+    name = top.text("name")
     if not _NAME_RE.match(name):
         raise top.fail("name", "expected letters, digits and underscores")
     aliases = top.strings("aliases", [])
     ws = top.sub("world_size")
-    default_ws = ws.int("default", 8, lo=1)
-    constraints = tuple(ConstraintSpec(c.str("check"), c.str("why"))
-                        for c in _seq_done(ws.seq("constraints", [])))
+    default_ws = ws.integer("default", 8, lo=1)
+    constraints = tuple(ConstraintSpec(c.text("check"), c.text("why"))
+                        for c in ws.seq("constraints", []))
     ws.done()
     params = _params(top)
     derived = _derived(top, {p.name for p in params})
@@ -123,19 +123,15 @@ def parse_task(data: Mapping[str, Any], file: str, sha256: str = "") -> TaskSpec
     groups = _groups(top)
     ops = _ops(top, groups)
     spec = TaskSpec(
-        id=task_id, name=name, aliases=aliases, title=top.str("title"),
-        source=top.str("source"), parallelism=top.str("parallelism"),
-        description=top.str("description", ""), default_world_size=default_ws,
+        id=task_id, name=name, aliases=aliases, title=top.text("title"),
+        source=top.text("source"), parallelism=top.text("parallelism"),
+        description=top.text("description", ""), default_world_size=default_ws,
         constraints=constraints, params=params, derived=derived, presets=presets,
-        groups=groups, ops=ops, notes=top.str("notes", ""), file=file, sha256=sha256,
+        groups=groups, ops=ops, notes=top.text("notes", ""), file=file, sha256=sha256,
     )
     top.done()
     _check_names(spec, top)
     return spec
-
-
-def _seq_done(items: list[Fields]) -> list[Fields]:
-    return items
 
 
 def _params(top: Fields) -> tuple[ParamSpec, ...]:
@@ -145,7 +141,7 @@ def _params(top: Fields) -> tuple[ParamSpec, ...]:
             raise top.fail(f"params.{name}", "is not a usable parameter name")
         if isinstance(value, Mapping):
             f = Fields(value, top.file, f"params.{name}", TaskError)
-            number, help_text = f.num("value"), f.str("help", "")
+            number, help_text = f.num("value"), f.text("help", "")
             f.done()
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             number, help_text = value, ""
@@ -182,9 +178,9 @@ def _presets(top: Fields, known: set[str]) -> dict[str, PresetSpec]:
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise f.fail(f"set.{key}", f"expected a number, got {v!r}")
             values[str(key)] = v
-        world = f.int("world_size", None, lo=1) if f.has("world_size") else None
+        world = f.integer("world_size", None, lo=1) if f.has("world_size") else None
         f.raw("world_size", None)
-        presets[str(name)] = PresetSpec(str(name), f.str("description"), f.str("source", ""),
+        presets[str(name)] = PresetSpec(str(name), f.text("description"), f.text("source", ""),
                                         values, world)
         f.done()
     if "pkb" not in presets:
@@ -201,7 +197,7 @@ def _groups(top: Fields) -> dict[str, GroupSpec]:
         f = Fields(value, top.file, f"groups.{name}", TaskError)
         size = f.expr("size")
         _parse_or_fail(size, top.file, f"groups.{name}.size")
-        groups[str(name)] = GroupSpec(str(name), size, f.str("layout", "contiguous",
+        groups[str(name)] = GroupSpec(str(name), size, f.text("layout", "contiguous",
                                                              choices=GROUP_LAYOUTS))
         f.done()
     return groups
@@ -214,10 +210,10 @@ def _ops(top: Fields, groups: dict[str, GroupSpec]) -> tuple[OpSpec, ...]:
     out: list[OpSpec] = []
     seen: set[str] = set()
     for f in items:
-        op_id = f.str("id")
+        op_id = f.text("id")
         if not _NAME_RE.match(op_id) or op_id in seen:
             raise f.fail("id", f"must be a unique name, got {op_id!r}")
-        kind = f.str("kind", choices=(*COMM_KINDS, "compute"))
+        kind = f.text("kind", choices=(*COMM_KINDS, "compute"))
         after: tuple[str, ...] | None = None
         if f.has("after"):
             after = f.strings("after")
@@ -300,10 +296,10 @@ def _check_names(spec: TaskSpec, top: Fields) -> None:
     for g in spec.groups.values():
         _names_known(g.size, known, spec.file, f"groups.{g.name}.size")
     for op in spec.ops:
-        for key, value in op.fields.items():
-            if isinstance(value, str) and key not in ("dtype", "group", "reduce_op", "pattern",
-                                                      "compute", "api", "note"):
-                _names_known(value, known, spec.file, f"{op.field_path}.{key}")
+        for key, field_value in op.fields.items():
+            if isinstance(field_value, str) and key not in (
+                    "dtype", "group", "reduce_op", "pattern", "compute", "api", "note"):
+                _names_known(field_value, known, spec.file, f"{op.field_path}.{key}")
 
 
 def _names_known(value: object, known: set[str], file: str, field: str) -> None:

@@ -87,18 +87,18 @@ def _deep_copy(value: Any) -> Any:
 
 def parse_topology(data: Mapping[str, Any], file: str, sha256: str = "") -> Topology:
     top = Fields(data, file, "", TopologyError)
-    version = top.int("schema_version")
+    version = top.integer("schema_version")
     if version != SCHEMA_VERSION:
         raise top.fail("schema_version", f"expected {SCHEMA_VERSION}, got {version}")
-    name = top.str("name")
+    name = top.text("name")
     if Path(file).suffix in (".yaml", ".yml") and Path(file).stem != name and \
             Path(file).parent == data_dir("topologies"):
         raise top.fail("name", f"must equal the file name {Path(file).stem!r}")
-    description = top.str("description", "")
+    description = top.text("description", "")
     gpu = _gpu(top.sub("gpu"))
     node = top.sub("node")
-    gpus_per_node = node.int("gpus", lo=1)
-    nodes = node.int("count", 1, lo=1)
+    gpus_per_node = node.integer("gpus", lo=1)
+    nodes = node.integer("count", 1, lo=1)
     node.done()
     scale_up = _scale_up(top.sub("scale_up"))
     pcie = _pcie(top.sub("pcie"), gpus_per_node)
@@ -127,12 +127,12 @@ def _gpu(f: Fields) -> Gpu:
         if needed not in peaks:
             raise peak.fail(needed, "is required (the dense peak in TFLOP/s)")
     gpu = Gpu(
-        model=f.str("model"),
-        sm_count=f.int("sm_count", lo=1),
+        model=f.text("model"),
+        sm_count=f.integer("sm_count", lo=1),
         hbm_bandwidth_GBps=f.num("hbm_bandwidth_GBps", lo=0, lo_open=True),
         hbm_capacity_GB=f.num("hbm_capacity_GB", lo=0, lo_open=True),
         l2_MiB=f.num("l2_MiB", lo=0),
-        copy_engines=f.int("copy_engines", lo=0),
+        copy_engines=f.integer("copy_engines", lo=0),
         peak_tflops=peaks,
     )
     f.done()
@@ -140,11 +140,11 @@ def _gpu(f: Fields) -> Gpu:
 
 
 def _scale_up(f: Fields) -> ScaleUp:
-    fabric = f.str("fabric", choices=FABRICS)
-    links = f.int("links_per_gpu", 0, lo=0)
+    fabric = f.text("fabric", choices=FABRICS)
+    links = f.integer("links_per_gpu", 0, lo=0)
     bw = f.num("link_bandwidth_GBps", 0, lo=0)
-    reduction = f.bool("in_switch_reduction", False)
-    multicast = f.bool("multicast", False)
+    reduction = f.flag("in_switch_reduction", False)
+    multicast = f.flag("multicast", False)
     signal = f.num("signal_latency_us", lo=0, lo_open=True)
     if fabric == "nvswitch" and (links == 0 or bw == 0):
         raise f.fail("links_per_gpu", "an nvswitch fabric needs links_per_gpu and "
@@ -161,10 +161,10 @@ def _pcie(f: Fields, gpus_per_node: int) -> Pcie:
         gpu_link_GBps=f.num("gpu_link_GBps", lo=0, lo_open=True),
         gpu_link_efficiency=f.num("gpu_link_efficiency", lo=0, hi=1, lo_open=True),
         latency_us=f.num("latency_us", lo=0),
-        p2p=f.bool("p2p", True),
-        gpus_per_switch=f.int("gpus_per_switch", gpus_per_node, lo=1),
-        switches_per_socket=f.int("switches_per_socket", 1, lo=1),
-        sockets=f.int("sockets", 1, lo=1),
+        p2p=f.flag("p2p", True),
+        gpus_per_switch=f.integer("gpus_per_switch", gpus_per_node, lo=1),
+        switches_per_socket=f.integer("switches_per_socket", 1, lo=1),
+        sockets=f.integer("sockets", 1, lo=1),
         switch_uplink_GBps=f.num("switch_uplink_GBps", 0, lo=0),
         inter_socket_GBps=f.num("inter_socket_GBps", 0, lo=0),
     )
@@ -178,7 +178,7 @@ def _pcie(f: Fields, gpus_per_node: int) -> Pcie:
 
 def _scale_out(f: Fields) -> ScaleOut:
     out = ScaleOut(
-        nics_per_gpu=f.int("nics_per_gpu", lo=1),
+        nics_per_gpu=f.integer("nics_per_gpu", lo=1),
         nic_bandwidth_GBps=f.num("nic_bandwidth_GBps", lo=0, lo_open=True),
         efficiency=f.num("efficiency", lo=0, hi=1, lo_open=True),
         latency_us=f.num("latency_us", lo=0),
@@ -208,8 +208,8 @@ def _mechanisms(f: Fields, scale_up: ScaleUp) -> dict[str, Mechanism]:
             efficiency=m.num("efficiency", lo=0, hi=1, lo_open=True),
             latency_us=m.num("latency_us", lo=0),
             step_latency_us=m.num("step_latency_us", 0.0, lo=0),
-            sms_to_saturate=m.int("sms_to_saturate", lo=0),
-            min_efficient_message_bytes=m.int("min_efficient_message_bytes", lo=1),
+            sms_to_saturate=m.integer("sms_to_saturate", lo=0),
+            min_efficient_message_bytes=m.integer("min_efficient_message_bytes", lo=1),
         )
         m.done()
     if not out:

@@ -1,0 +1,123 @@
+"""The shipped task files against ../shared/reference/pkb-tasks.md, and their bounds by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from pkbsim.errors import InfeasibleError
+from pkbsim.roofline import roofline
+from pkbsim.task.loader import instantiate, list_tasks, load_task
+from pkbsim.task.schema import CommOp
+from pkbsim.topology import list_topologies, load_topology
+
+KiB, MiB = 1 << 10, 1 << 20
+LINE = 450e9
+
+# Bytes per rank per comm op, preset pkb, W = 8 (pkb-tasks.md summary table).
+GOLDEN: dict[int, list[tuple[str, float]]] = {
+    1: [("all_reduce", 2 * MiB)],
+    2: [("all_gather", 2 * MiB)],
+    3: [("broadcast", 2 * MiB)],
+    4: [("reduce", 2 * MiB)],
+    5: [("scatter", 2 * MiB)],
+    6: [("gather", 2 * MiB)],
+    7: [("reduce_scatter", 16 * MiB)],
+    8: [("all_to_all", 16 * MiB)],
+    11: [("all_gather", 128 * KiB)],
+    12: [("all_gather", 128 * KiB)],
+    13: [("all_reduce", 2 * MiB)],
+    14: [("all_gather", 256 * KiB)],
+    15: [("all_gather", 64 * KiB), ("reduce_scatter", 512 * KiB)],
+    16: [("reduce_scatter", 2 * MiB)],
+    25: [("all_reduce", 4)] + [("all_reduce", 2)] * 6,
+    82: [("all_to_all", 1 * KiB), ("all_gather", 8)],
+    83: [("all_to_all", 1 * KiB), ("all_gather", 8)],
+    84: [("all_to_all", 1 * KiB), ("all_to_all", 2 * KiB)],
+}
+REQUIRED = set(GOLDEN)
+
+
+def _comm(task_id: int, w: int = 8, preset: str = "pkb") -> list[CommOp]:
+    inst = instantiate(load_task(str(task_id)), w, preset)
+    return [op for op in inst.ops if isinstance(op, CommOp)]
+
+
+def test_every_required_problem_ships() -> None:
+    ids = {load_task(str(p)).id for p in list_tasks()}
+    assert ids >= REQUIRED
+
+
+@pytest.mark.parametrize("task_id", sorted(GOLDEN))
+def test_bytes_per_rank_match_the_catalogue(task_id: int) -> None:
+    got = [(op.kind, op.bytes_per_rank) for op in _comm(task_id)]
+    assert got == GOLDEN[task_id]
+
+
+def test_importance_sampling_reduce_ops_and_dtypes() -> None:
+    ops = _comm(25)
+    assert [op.reduce_op for op in ops] == ["sum", "sum", "sum", "min", "max", "sum", "sum"]
+    assert [op.dtype for op in ops] == ["fp32"] + ["bf16"] * 6
+
+
+def test_all_tasks_analyze_everywhere() -> None:
+    """Every task, every preset, every topology, at W = 8, 4 and 2 where the task allows it."""
+    topologies = [load_topology(n) for n in list_topologies()]
+    for path in list_tasks():
+        spec = load_task(str(path))
+        for preset in spec.presets:
+            for w in (8, 4, 2):
+                try:
+                    inst = instantiate(spec, w, preset)
+                except InfeasibleError as exc:
+                    assert "constraint" in exc.message or "group" in exc.message
+                    continue
+                for topo in topologies:
+                    r = roofline(inst, topo)
+                    assert r.t_roof_s > 0
+                    assert r.t_comm_line_rate_s <= r.t_comm_s + 1e-15
+                    assert r.t_comm_s <= r.t_comm_no_switch_reduction_s + 1e-15
+
+
+# Problems 1-8 on dgx-h100 at W = 8, by hand: busiest-port bytes / (eta x 450 GB/s).
+# eta: copy engine 0.87, nccl_simple 0.82 (reductions: the copy engine cannot reduce),
+# nvls_multimem 0.69 on (n+1)/n of the buffer.
+HAND = {
+    1: 9 / 8 * 2 * MiB / (0.69 * LINE),
+    2: 7 * 2 * MiB / (0.87 * LINE),
+    3: 2 * MiB / (0.87 * LINE),
+    4: 2 * MiB / (0.82 * LINE),
+    5: 7 * 2 * MiB / (0.87 * LINE),
+    6: 7 * 2 * MiB / (0.87 * LINE),
+    7: 7 / 8 * 16 * MiB / (0.82 * LINE),
+    8: 7 / 8 * 16 * MiB / (0.87 * LINE),
+}
+HAND_LINE = {1: 9 / 8 * 2 * MiB, 2: 7 * 2 * MiB, 3: 2 * MiB, 4: 2 * MiB, 5: 7 * 2 * MiB,
+             6: 7 * 2 * MiB, 7: 7 / 8 * 16 * MiB, 8: 7 / 8 * 16 * MiB}
+
+
+@pytest.mark.parametrize("task_id", sorted(HAND))
+def test_collective_problems_match_hand_calculation(task_id: int) -> None:
+    r = roofline(instantiate(load_task(str(task_id)), 8), load_topology("dgx-h100"))
+    assert r.t_comm_s == pytest.approx(HAND[task_id], rel=1e-12)
+    assert r.t_comm_line_rate_s == pytest.approx(HAND_LINE[task_id] / LINE, rel=1e-12)
+    assert r.binding == "comm"
+
+
+def test_a100_has_no_in_switch_reduction() -> None:
+    r = roofline(instantiate(load_task("1"), 8), load_topology("dgx-a100"))
+    assert r.t_comm_s == r.t_comm_no_switch_reduction_s
+    assert r.comm[0].best.algorithm in ("two_shot", "ring")
+
+
+def test_pcie_box_is_bound_by_its_tree() -> None:
+    """On PCIe, all-to-all also crosses switch uplinks and the socket link."""
+    topo = load_topology("pcie-l40s-8")
+    p = topo.pcie
+    assert (p.gpus_per_switch, p.switches_per_socket, p.sockets) == (2, 2, 2)
+    r = roofline(instantiate(load_task("8"), 8), topo)
+    m = 16 * MiB
+    gpu_link = 7 / 8 * m / (p.gpu_link_GBps * 1e9)
+    uplink = 2 * 6 * m / 8 / (p.switch_uplink_GBps * 1e9)  # 2 GPUs x 6 peers off the switch
+    socket = 4 * 4 * m / 8 / (p.inter_socket_GBps * 1e9)  # 4 GPUs x 4 peers on the other socket
+    assert r.t_comm_line_rate_s == pytest.approx(max(gpu_link, uplink, socket))
+    assert r.busiest_link == "node0.socket0to1"
