@@ -45,9 +45,10 @@ def analysis_table(result: AnalysisResult) -> str:
             + (f", --set {_sets(result)}" if _sets(result) else ""))
     ops = Table(title="Per op (all repeats; times in us)", title_justify="left",
                 show_edge=False, pad_edge=False)
-    for col in ("op", "kind", "x", "bytes/rank", "FLOPs", "HBM bytes", "t_comm", "t_line",
-                "t_mem", "t_comp", "how (bound)"):
-        ops.add_column(col, justify="left" if col in ("op", "kind", "how (bound)") else "right")
+    for col in ("op", "kind", "x", "bytes/rank", "FLOPs", "HBM bytes", "t_comm", "t_mem",
+                "t_comp", "bound by"):
+        ops.add_column(col, justify="left" if col in ("op", "kind", "bound by") else "right",
+                       overflow="fold")
     comm = {b.op.id: b for b in roof.comm}
     compute = {c.op.id: c for c in roof.compute}
     for op in inst.ops:
@@ -58,15 +59,14 @@ def analysis_table(result: AnalysisResult) -> str:
     ops.add_section()
     ops.add_row("total", "", "", "", _flops(sum(c.op.flops * c.op.repeat for c in roof.compute)),
                 format_bytes(sum(c.op.hbm_bytes * c.op.repeat for c in roof.compute)),
-                format_us(roof.t_comm_s), format_us(roof.t_comm_line_rate_s),
-                format_us(roof.t_mem_s), format_us(roof.t_comp_s),
-                f"busiest link {roof.busiest_link or '-'}")
+                format_us(roof.t_comm_s), format_us(roof.t_mem_s), format_us(roof.t_comp_s), "")
     bounds = Table(title="Roofline (us)", title_justify="left", show_edge=False, pad_edge=False)
     bounds.add_column("term")
     bounds.add_column("us", justify="right")
     bounds.add_column("what it is")
     rows = [
-        ("t_comm", roof.t_comm_s, "busiest port, best mechanism at its achievable rate"),
+        ("t_comm", roof.t_comm_s, "busiest link, best mechanism at its achievable rate"
+         + (f" ({roof.busiest_link})" if roof.busiest_link else "")),
         ("t_comm at line rate", roof.t_comm_line_rate_s, "same bytes at 100% of line rate"),
         ("t_comm without in-switch reduction", roof.t_comm_no_switch_reduction_s,
          "no NVLS (multimem.ld_reduce)"),
@@ -98,12 +98,11 @@ def _comm_row(b: CommBound) -> list[str]:
     op = b.op
     group = f"@{op.group}" if op.group != "world" else ""
     return [op.id, f"{op.kind}{group}", str(op.repeat), format_bytes(op.bytes_per_rank), "-",
-            "-", format_us(b.best.t_bw_s), format_us(b.t_line_s), "-", "-",
-            f"{b.best.mechanism}/{b.best.algorithm}"]
+            "-", format_us(b.best.t_bw_s), "-", "-", f"{b.best.mechanism}/{b.best.algorithm}"]
 
 
 def _compute_row(c: ComputeBound) -> list[str]:
     op = c.op
     return [op.id, f"compute:{op.kind}", str(op.repeat), "-", _flops(op.flops * op.repeat),
-            format_bytes(op.hbm_bytes * op.repeat), "-", "-", format_us(c.t_mem_s),
-            format_us(c.t_comp_s), f"{op.dtype} {c.peak_key}"]
+            format_bytes(op.hbm_bytes * op.repeat), "-", format_us(c.t_mem_s),
+            format_us(c.t_comp_s), f"{op.dtype} on {c.peak_key} peak"]
