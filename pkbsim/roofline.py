@@ -9,6 +9,7 @@ t_roof is the largest of the four. Formulas and a worked example: docs/metrics.m
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pkbsim.collectives import algbw_busbw, algorithms_for
@@ -313,8 +314,8 @@ def roofline(inst: TaskInstance, topo: Topology) -> Roofline:
         _accumulate(line, loads["__line__"], fabric, topo, None)
         _accumulate(plain_line, loads["__plain_line__"], fabric, topo, None)
     t_comm, busiest = _max(achieved)
-    t_mem = sum(c.t_mem_s for c in compute)
-    t_comp = sum(c.t_comp_s for c in compute)
+    t_mem = _busiest_rank(compute, inst.world_size, lambda c: c.t_mem_s)
+    t_comp = _busiest_rank(compute, inst.world_size, lambda c: c.t_comp_s)
     steps, t_sync = _critical_syncs(inst, comm)
     t_floor = topo.latency.kernel_launch_us * US + t_sync
     terms = {"comm": t_comm, "memory": t_mem, "compute": t_comp, "latency": t_floor}
@@ -327,6 +328,19 @@ def roofline(inst: TaskInstance, topo: Topology) -> Roofline:
         busiest_link=busiest, comm=tuple(comm), compute=tuple(compute),
         sync_steps_critical_path=steps,
     )
+
+
+def _busiest_rank(compute: list[ComputeBound], world_size: int,
+                  term: Callable[[ComputeBound], float]) -> float:
+    """The largest per-rank sum; ops marked root or non_root count only where they run."""
+    if all(c.op.ranks == "all" for c in compute):
+        return sum(term(c) for c in compute)
+    roles = {0} | {c.op.root for c in compute} | ({1} if world_size > 1 else set())
+    for r in range(world_size):  # one rank that is none of the roots, if any exists
+        if r not in roles:
+            roles.add(r)
+            break
+    return max(sum(term(c) for c in compute if c.op.runs_on(r)) for r in roles)
 
 
 def _accumulate(total: Loads, loads: Loads, fabric: Fabric, topo: Topology,

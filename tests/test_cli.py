@@ -169,3 +169,22 @@ def test_console_script_in_a_subprocess() -> None:
     bad = subprocess.run([sys.executable, "-m", "pkbsim", "analyze", "--task", "zzz"],
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_readme_what_if_table_is_true(cli) -> None:
+    """The README's what-if table quotes these numbers; keep it true."""
+    text = (ROOT / "README.md").read_text()
+    rows = [
+        (["--topology", "dgx-h100"], "| dgx-h100 | 7.60 | 5.24 |"),
+        (["--topology", "dgx-a100"], "| dgx-a100 | 15.89 | 12.23 |"),
+        (["--topology", "hgx-b200"], "| hgx-b200 | 4.37 | 2.62 |"),
+        (["--topology", "gb200-nvl72"], "| gb200-nvl72 (W = 8) | 5.10 | 2.62 |"),
+        (["--topology", "pcie-l40s-8"], "| pcie-l40s-8 | 161.5 | 114.7 |"),
+        (["--set", "scale_up.link_bandwidth_GBps=50"], "| 3.80 | 2.62 |"),
+    ]
+    for args, row in rows:
+        assert row in text
+        data = json.loads(cli("analyze", "--task", "1", "--format", "json", *args).out)
+        numbers = [float(x) for x in row.strip("|").split("|")[-2:]]
+        assert data["roofline"]["t_comm_us"] == pytest.approx(numbers[0], abs=0.051)
+        assert data["roofline"]["t_comm_line_rate_us"] == pytest.approx(numbers[1], abs=0.051)

@@ -169,3 +169,16 @@ def test_worked_example_in_metrics_md() -> None:
     assert r.t_latency_floor_s == pytest.approx(LAUNCH + SYNC)
     assert r.binding == "comm"
     assert r.comm[0].busbw_at_bound_Bps == pytest.approx(483e9, rel=1e-3)
+
+
+def test_root_only_and_non_root_compute(tmp_path: Path) -> None:
+    """t_mem and t_comp are the busiest rank's: root-only work counts only on the root."""
+    ops = [
+        {"id": "everyone", "kind": "compute", "compute": "copy", "flops": 0, "hbm_bytes": 1e6},
+        {"id": "root_only", "kind": "compute", "compute": "copy", "flops": 0,
+         "hbm_bytes": 8e6, "ranks": "root", "root": 3},
+        {"id": "others", "kind": "compute", "compute": "copy", "flops": 0, "hbm_bytes": 2e6,
+         "ranks": "non_root", "root": 3},
+    ]
+    r = bound(one_op_task(tmp_path, "gather", MiB, {"root": 3}, more_ops=ops))
+    assert r.t_mem_s == pytest.approx(9e6 / 3350e9)  # the root: 1 + 8 MB; others 1 + 2 MB

@@ -121,3 +121,17 @@ def test_pcie_box_is_bound_by_its_tree() -> None:
     socket = 4 * 4 * m / 8 / (p.inter_socket_GBps * 1e9)  # 4 GPUs x 4 peers on the other socket
     assert r.t_comm_line_rate_s == pytest.approx(max(gpu_link, uplink, socket))
     assert r.busiest_link == "node0.socket0to1"
+
+
+def test_names_and_aliases_are_unique_and_indexable() -> None:
+    """Lookup reads aliases from the line `aliases: [...]`; it must agree with the YAML."""
+    from pkbsim.task.loader import _aliases
+
+    seen: dict[str, str] = {}
+    for path in list_tasks():
+        spec = load_task(str(path))
+        assert list(spec.aliases) == _aliases(path), path.name
+        assert path.stem == spec.key
+        for name in (spec.name, str(spec.id), *spec.aliases):
+            assert name not in seen, f"{name} names both {seen[name]} and {path.name}"
+            seen[name] = path.name

@@ -145,3 +145,15 @@ def test_groups_and_dependencies(grpo_data: dict, tmp_path: Path) -> None:
     ag = inst.ops[2]
     assert (ag.group, ag.group_size, ag.group_layout, ag.after) == ("tp", 2, "strided", ())
     assert inst.ops[1].after == ("a2a_logits",)
+
+
+def test_rank_roles_are_checked(grpo_data: dict, tmp_path: Path) -> None:
+    data = _edit(grpo_data, lambda d: d["ops"][1].update(ranks="leader"))
+    with pytest.raises(TaskError, match="expected one of: all, root, non_root"):
+        _load(data, tmp_path)
+    data = _edit(grpo_data, lambda d: d["ops"][1].update(root=1))
+    with pytest.raises(TaskError, match="only ops with ranks: root or non_root take a root"):
+        _load(data, tmp_path)
+    data = _edit(grpo_data, lambda d: d["ops"][1].update(ranks="root", root=9))
+    with pytest.raises(InfeasibleError, match="outside the world of 8"):
+        _load(data, tmp_path)

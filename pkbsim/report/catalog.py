@@ -77,8 +77,9 @@ def topology_detail(topo: Topology) -> str:
         for path, leaf in _leaves(section, value):
             if path.endswith(".name") and path.startswith("mechanisms."):
                 continue
-            file_path = path.replace("gpu.peak_tflops", "gpu.peak_tflops")
-            table.add_row(path, f"{leaf}", _source(topo, file_path))
+            file_path = path
+            shown = f"{leaf:g}" if isinstance(leaf, float) else str(leaf)
+            table.add_row(path, shown, _source(topo, file_path))
     return head + "\n" + to_text(table)
 
 

@@ -22,6 +22,11 @@ def _us(seconds: float) -> float:
     return round(seconds / US, 6)
 
 
+def _count(x: float) -> int | float:
+    """Bytes and FLOPs: an integer whenever the value is whole."""
+    return int(x) if float(x).is_integer() else x
+
+
 def _candidate(c: Candidate | None) -> dict[str, Any] | None:
     if c is None:
         return None
@@ -34,7 +39,7 @@ def _comm(b: CommBound) -> dict[str, Any]:
     op = b.op
     return {
         "id": op.id, "category": "comm", "kind": op.kind, "api": op.api,
-        "bytes_per_rank": op.bytes_per_rank, "dtype": op.dtype, "flops": 0, "hbm_bytes": 0,
+        "bytes_per_rank": _count(op.bytes_per_rank), "dtype": op.dtype, "flops": 0, "hbm_bytes": 0,
         "group": op.group, "group_size": op.group_size, "group_layout": op.group_layout,
         "root": op.root if op.kind in ("broadcast", "reduce", "scatter", "gather") else None,
         "reduce_op": op.reduce_op, "pattern": op.pattern, "data_dependent": op.data_dependent,
@@ -46,8 +51,8 @@ def _comm(b: CommBound) -> dict[str, Any]:
         "t_comm_no_switch_reduction_us": _us(
             (b.best_no_switch_reduction or b.best).t_bw_s),
         "t_comm_line_rate_no_switch_reduction_us": _us(b.t_line_no_switch_reduction_s),
-        "egress_bytes": b.egress_bytes, "ingress_bytes": b.ingress_bytes,
-        "nic_bytes": b.nic_bytes, "min_sync_steps": b.min_steps,
+        "egress_bytes": _count(b.egress_bytes), "ingress_bytes": _count(b.ingress_bytes),
+        "nic_bytes": _count(b.nic_bytes), "min_sync_steps": b.min_steps,
         "busbw_at_bound_GBps": round(b.busbw_at_bound_Bps / GB, 6),
         "best_at_size": _candidate(b.best_at_size),
         "best_no_switch_reduction": _candidate(b.best_no_switch_reduction),
@@ -59,7 +64,8 @@ def _compute(c: ComputeBound) -> dict[str, Any]:
     op = c.op
     return {
         "id": op.id, "category": "compute", "kind": "compute", "compute_kind": op.kind,
-        "bytes_per_rank": 0, "dtype": op.dtype, "flops": op.flops, "hbm_bytes": op.hbm_bytes,
+        "bytes_per_rank": 0, "dtype": op.dtype, "flops": _count(op.flops),
+        "hbm_bytes": _count(op.hbm_bytes), "ranks": op.ranks,
         "tensor_core": op.tensor_core, "peak": c.peak_key, "repeat": op.repeat,
         "chain": op.chain, "after": list(op.after), "host_syncs": op.host_syncs,
         "launches": op.launches, "t_comp_us": _us(c.t_comp_s), "t_mem_us": _us(c.t_mem_s),

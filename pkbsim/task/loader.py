@@ -38,7 +38,10 @@ _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED = {"W"} | set(expr.FUNCTIONS)
 _COMM_FIELDS = ("bytes_per_rank", "elements_per_rank", "dtype", "group", "root", "reduce_op",
                 "pattern", "data_dependent", "imbalance", "api")
-_COMPUTE_FIELDS = ("compute", "flops", "hbm_bytes", "dtype", "tensor_core", "launches")
+_COMPUTE_FIELDS = ("compute", "flops", "hbm_bytes", "dtype", "tensor_core", "launches", "ranks",
+                   "root")
+RANK_ROLES = ("all", "root", "non_root")
+_TEXT_FIELDS = ("dtype", "group", "reduce_op", "pattern", "compute", "api", "note", "ranks")
 _COMMON_FIELDS = ("id", "kind", "after", "repeat", "chain", "host_syncs", "note")
 
 
@@ -63,14 +66,23 @@ def _index() -> dict[str, Path]:
         if head.isdigit():
             index[head] = path
             index[rest] = path
-        try:
-            data, _ = load_yaml(path, TaskError)
-        except TaskError:
-            continue  # reported when the file itself is loaded
-        aliases = data.get("aliases") or []
-        for alias in aliases if isinstance(aliases, list) else []:
-            index[str(alias)] = path
+        for alias in _aliases(path):
+            index.setdefault(alias, path)
     return index
+
+
+_ALIASES_RE = re.compile(r"^aliases:\s*\[([^\]]*)\]", re.MULTILINE)
+
+
+def _aliases(path: Path) -> list[str]:
+    """A task file's aliases, read without parsing the whole file (``aliases: [a, b]``)."""
+    try:
+        match = _ALIASES_RE.search(path.read_text())
+    except OSError:
+        return []  # reported when the file itself is loaded
+    if not match:
+        return []
+    return [a.strip().strip("'\"") for a in match.group(1).split(",") if a.strip()]
 
 
 def list_tasks() -> list[Path]:
@@ -253,6 +265,10 @@ def _check_op_fields(f: Fields, kind: str, fields: Mapping[str, Any],
     if kind == "compute":
         if fields.get("compute") not in COMPUTE_KINDS:
             raise f.fail("compute", "expected one of: " + ", ".join(COMPUTE_KINDS))
+        if fields.get("ranks", "all") not in RANK_ROLES:
+            raise f.fail("ranks", "expected one of: " + ", ".join(RANK_ROLES))
+        if "root" in fields and fields.get("ranks", "all") == "all":
+            raise f.fail("root", "only ops with ranks: root or non_root take a root")
         for key in ("flops", "hbm_bytes"):
             if key not in fields:
                 raise f.fail(key, "is required for a compute op (use 0 if none)")
@@ -297,8 +313,7 @@ def _check_names(spec: TaskSpec, top: Fields) -> None:
         _names_known(g.size, known, spec.file, f"groups.{g.name}.size")
     for op in spec.ops:
         for key, field_value in op.fields.items():
-            if isinstance(field_value, str) and key not in (
-                    "dtype", "group", "reduce_op", "pattern", "compute", "api", "note"):
+            if isinstance(field_value, str) and key not in _TEXT_FIELDS:
                 _names_known(field_value, known, spec.file, f"{op.field_path}.{key}")
 
 
@@ -388,10 +403,15 @@ def _instantiate_op(spec: TaskSpec, op: OpSpec, env: Mapping[str, float | int],
     }
     dtype = str(fields.get("dtype", "bf16"))
     if op.kind == "compute":
+        root = int(num("root", 0))
+        if root >= int(env["W"]):
+            raise InfeasibleError(f"task {spec.key} op {op.id}: root {root} is outside the "
+                                  f"world of {env['W']} ranks")
         return ComputeOp(kind=str(fields["compute"]), flops=num("flops", 0),
                          hbm_bytes=num("hbm_bytes", 0), dtype=dtype,
                          tensor_core=bool(fields.get("tensor_core", fields["compute"] == "gemm")),
-                         launches=int(num("launches", 1)), **common)
+                         launches=int(num("launches", 1)),
+                         ranks=str(fields.get("ranks", "all")), root=root, **common)
     if "bytes_per_rank" in fields:
         nbytes = num("bytes_per_rank", 0)
     else:

@@ -131,8 +131,17 @@ class ComputeOp:
     host_syncs: int
     launches: int  # kernels the reference launches for this op (per repeat)
     note: str
+    ranks: str = "all"  # which ranks run it: all, root, or non_root
+    root: int = 0  # the root rank, for ranks: root / non_root
 
     category = "compute"
+
+    def runs_on(self, rank: int) -> bool:
+        if self.ranks == "root":
+            return rank == self.root
+        if self.ranks == "non_root":
+            return rank != self.root
+        return True
 
 
 Op = CommOp | ComputeOp
