@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pkbsim.collectives import algbw_busbw, algorithms_for
+from pkbsim.collectives import ALGORITHMS, algbw_busbw, algorithms_for
 from pkbsim.collectives.base import SWITCH, Algorithm, Context
 from pkbsim.errors import InfeasibleError
 from pkbsim.task.schema import REDUCING_KINDS, CommOp, ComputeOp, TaskInstance
@@ -55,7 +55,10 @@ class CommBound:
     sync_latency_s: float
     busbw_at_bound_Bps: float
     reason: str
+    line_algorithm_no_switch_reduction: str = ""
     candidates: tuple[Candidate, ...] = ()
+    loads: dict[str, Loads] = field(default_factory=dict, hash=False, repr=False,
+                                    compare=False)  # link bytes per algorithm
 
 
 @dataclass(frozen=True)
@@ -156,8 +159,8 @@ def _time(loads: Loads, fabric: Fabric, eff: dict[str, float] | None) -> tuple[f
 
 # ------------------------------------------------------------------ per op
 
-def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric
-                  ) -> tuple[CommBound, dict[str, Loads]]:
+def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric) -> CommBound:
+    """Every applicable (algorithm, mechanism) for ``op``; the best one is its bound."""
     topo = fabric.topo
     members = group_members(op, inst.world_size)[0]
     ctx = _context(op, members, topo)
@@ -197,7 +200,8 @@ def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric
     best_plain = min(plain, key=key) if plain else None
     at_size = min(candidates, key=lambda c: (c.t_total_s, c.t_bw_s))
     line_alg = min(line, key=lambda name: (line[name], steps_by_alg[name]))
-    plain_line = [line[a] for a in line if not _needs_reduction(a, op.kind)]
+    plain_algs = [a for a in line if not ALGORITHMS[a].needs_switch_reduction] or [line_alg]
+    plain_line_alg = min(plain_algs, key=lambda name: (line[name], steps_by_alg[name]))
     loads = loads_by_alg[best.algorithm]
     egress, ingress, nic = _port_bytes(loads, fabric)
     min_steps = min(steps_by_alg.values())
@@ -209,21 +213,14 @@ def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric
     bound = CommBound(
         op=op, best=best, best_no_switch_reduction=best_plain, best_at_size=at_size,
         line_algorithm=line_alg, t_line_s=line[line_alg],
-        t_line_no_switch_reduction_s=min(plain_line) if plain_line else line[line_alg],
+        t_line_no_switch_reduction_s=line[plain_line_alg],
+        line_algorithm_no_switch_reduction=plain_line_alg,
         egress_bytes=egress, ingress_bytes=ingress, nic_bytes=nic, min_steps=min_steps,
         sync_latency_s=sync, busbw_at_bound_Bps=busbw,
         reason=_reason(op, best, at_size, topo, loads_by_alg, fabric),
-        candidates=tuple(sorted(candidates, key=key)),
+        candidates=tuple(sorted(candidates, key=key)), loads=loads_by_alg,
     )
-    return bound, {best.algorithm: loads, "__line__": loads_by_alg[line_alg],
-                   "__plain__": loads_by_alg[best_plain.algorithm] if best_plain else loads,
-                   "__plain_line__": loads_by_alg[min(
-                       (a for a in line if not _needs_reduction(a, op.kind)),
-                       key=lambda a: line[a], default=line_alg)]}
-
-
-def _needs_reduction(alg_name: str, kind: str) -> bool:
-    return alg_name == "nvls"
+    return bound
 
 
 def _port_bytes(loads: Loads, fabric: Fabric) -> tuple[float, float, float]:
@@ -306,13 +303,14 @@ def roofline(inst: TaskInstance, topo: Topology) -> Roofline:
         if isinstance(op, ComputeOp):
             compute.append(bound_compute_op(op, topo))
             continue
-        bound, loads = bound_comm_op(op, inst, fabric)
-        comm.append(bound)
-        _accumulate(achieved, loads[bound.best.algorithm], fabric, topo, bound.best.mechanism)
-        fallback = bound.best_no_switch_reduction or bound.best
-        _accumulate(plain, loads["__plain__"], fabric, topo, fallback.mechanism)
-        _accumulate(line, loads["__line__"], fabric, topo, None)
-        _accumulate(plain_line, loads["__plain_line__"], fabric, topo, None)
+        b = bound_comm_op(op, inst, fabric)
+        comm.append(b)
+        _accumulate(achieved, b.loads[b.best.algorithm], fabric, topo, b.best.mechanism)
+        fallback = b.best_no_switch_reduction or b.best
+        _accumulate(plain, b.loads[fallback.algorithm], fabric, topo, fallback.mechanism)
+        _accumulate(line, b.loads[b.line_algorithm], fabric, topo, None)
+        _accumulate(plain_line, b.loads[b.line_algorithm_no_switch_reduction], fabric, topo,
+                    None)
     t_comm, busiest = _max(achieved)
     t_mem = _busiest_rank(compute, inst.world_size, lambda c: c.t_mem_s)
     t_comp = _busiest_rank(compute, inst.world_size, lambda c: c.t_comp_s)

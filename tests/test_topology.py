@@ -160,3 +160,16 @@ def test_parse_is_pure(h100_data: dict) -> None:
     a = parse_topology(h100_data, "x.yaml")
     b = parse_topology(h100_data, "x.yaml")
     assert a == b
+
+
+def test_docs_table_of_shipped_topologies_is_true() -> None:
+    """docs/topologies.md lists each topology's line rate and mechanisms; keep it true."""
+    text = (ROOT / "docs" / "topologies.md").read_text()
+    for name in SHIPPED:
+        topo = load_topology(name)
+        (row,) = [line for line in text.splitlines() if line.startswith(f"| `{name}` |")]
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[2].startswith(f"{topo.peer_line_rate_GBps:g}")
+        assert cells[3] == ("yes" if topo.scale_up.in_switch_reduction else "no")
+        listed = [m.strip() for m in cells[4].split("(")[0].split(",")]
+        assert listed == list(topo.mechanisms), name
