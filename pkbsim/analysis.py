@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pkbsim import __version__
 from pkbsim.errors import UsageError
 from pkbsim.roofline import Roofline, roofline
 from pkbsim.task.loader import instantiate, load_task
@@ -77,6 +76,3 @@ def analyze(task: str, topology: str = DEFAULT_TOPOLOGY, world_size: int | None 
         raise UsageError(f"--measured-us must be above 0, got {measured_us:g}")
     return AnalysisResult(inst, topo, roofline(inst, topo), measured_us, topo_sets)
 
-
-def version() -> str:
-    return __version__

@@ -70,16 +70,14 @@ def topology_detail(topo: Topology) -> str:
         if f.name in skip:
             continue
         value = getattr(topo, f.name)
-        section = {"mechanisms": "mechanisms"}.get(f.name, f.name)
         if value is None:
-            table.add_row(section, "none", "")
+            table.add_row(f.name, "none", "")
             continue
-        for path, leaf in _leaves(section, value):
+        for path, leaf in _leaves(f.name, value):
             if path.endswith(".name") and path.startswith("mechanisms."):
                 continue
-            file_path = path
             shown = f"{leaf:g}" if isinstance(leaf, float) else str(leaf)
-            table.add_row(path, shown, _source(topo, file_path))
+            table.add_row(path, shown, _source(topo, path))
     return head + "\n" + to_text(table)
 
 
