@@ -6,17 +6,8 @@ GB/s = 1e9 B/s; KiB/MiB/GiB are powers of two.
 
 from __future__ import annotations
 
-import re
-
 GB = 1e9
 US = 1e-6
-
-_SIZE_SUFFIX = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}
-_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 # Element sizes in bytes. fp8 covers e4m3 and e5m2.
 DTYPE_BYTES: dict[str, float] = {
@@ -24,15 +15,6 @@ DTYPE_BYTES: dict[str, float] = {
     "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1,
     "complex64": 8, "complex128": 16,
 }
-
-
-def parse_size(text: str) -> float:
-    """``'2MiB'`` -> 2097152; ``'1e6'`` -> 1e6. Raises ValueError on anything else."""
-    match = _SIZE_RE.match(text)
-    if not match or match.group(2).lower() not in _SIZE_SUFFIX:
-        raise ValueError(f"not a size: {text!r} (examples: 4096, 2MiB, 1.5GB)")
-    value = float(match.group(1)) * _SIZE_SUFFIX[match.group(2).lower()]
-    return int(value) if value.is_integer() else value
 
 
 def format_bytes(n: float) -> str:

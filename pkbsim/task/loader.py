@@ -340,7 +340,8 @@ def instantiate(spec: TaskSpec, world_size: int | None = None, preset: str = "pk
     for key in overrides:
         if key not in settable:
             raise UsageError(f"unknown --set key {key!r} for task {spec.key}; task keys: "
-                             + ", ".join(settable))
+                             + ", ".join(settable) + "; topology keys are dotted, e.g. "
+                             "scale_up.link_bandwidth_GBps")
     w = world_size if world_size is not None else (chosen.world_size or spec.default_world_size)
     if w < 1:
         raise InfeasibleError(f"world size must be at least 1, got {w}")
