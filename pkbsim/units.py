@@ -1,4 +1,4 @@
-"""Units: sizes with suffixes, data types and their element sizes.
+"""Units: data types and their element sizes, and formatting of sizes and times.
 
 Inside the model only SI base units exist: bytes, seconds, bytes per second, FLOP per second.
 GB/s = 1e9 B/s; KiB/MiB/GiB are powers of two.
