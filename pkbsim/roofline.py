@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pkbsim.collectives import ALGORITHMS, algbw_busbw, algorithms_for
 from pkbsim.collectives.base import SWITCH, Algorithm, Context
@@ -111,16 +111,28 @@ def _context(op: CommOp, members: list[int], topo: Topology) -> Context:
                    per_node=sizes.pop() if uniform else 0)
 
 
+def _roots(op: CommOp) -> list[tuple[int, float]]:
+    """(root, share of the repeats): a rotating root spreads the repeats over the group."""
+    n = op.group_size
+    if not op.rotate_root or op.repeat <= 1 or n == 1:
+        return [(op.root, 1.0)]
+    counts = [0] * n
+    for i in range(op.repeat):
+        counts[(op.root + i) % n] += 1
+    return [(r, c / op.repeat) for r, c in enumerate(counts) if c]
+
+
 def _loads(alg: Algorithm, op: CommOp, world_size: int, fabric: Fabric) -> Loads:
     loads: Loads = defaultdict(float)
     scale = op.repeat * op.imbalance
     for members in group_members(op, world_size):
-        ctx = _context(op, members, fabric.topo)
-        for flow in alg.flows(op.kind, op.bytes_per_rank, ctx):
-            src = SWITCH if flow.src == SWITCH else members[flow.src]
-            dst = SWITCH if flow.dst == SWITCH else members[flow.dst]
-            for link in fabric.route(src, dst):
-                loads[link] += flow.nbytes * scale
+        for root, share in _roots(op):
+            ctx = replace(_context(op, members, fabric.topo), root=root)
+            for flow in alg.flows(op.kind, op.bytes_per_rank, ctx):
+                src = SWITCH if flow.src == SWITCH else members[flow.src]
+                dst = SWITCH if flow.dst == SWITCH else members[flow.dst]
+                for link in fabric.route(src, dst):
+                    loads[link] += flow.nbytes * scale * share
     return dict(loads)
 
 
@@ -276,8 +288,9 @@ def peak_key(op: ComputeOp, topo: Topology) -> str:
 
 def bound_compute_op(op: ComputeOp, topo: Topology) -> ComputeBound:
     key = peak_key(op, topo)
-    t_comp = op.flops * op.repeat / (topo.gpu.peak_tflops[key] * 1e12)
-    t_mem = op.hbm_bytes * op.repeat / topo.gpu.hbm_Bps
+    scale = op.repeat * op.imbalance  # the busiest rank
+    t_comp = op.flops * scale / (topo.gpu.peak_tflops[key] * 1e12)
+    t_mem = op.hbm_bytes * scale / topo.gpu.hbm_Bps
     return ComputeBound(op, key, t_comp, t_mem)
 
 
@@ -365,7 +378,7 @@ def _critical_syncs(inst: TaskInstance, comm: list[CommBound]) -> tuple[int, flo
         start = max((finish[d] for d in op.after), default=(0, 0.0), key=lambda x: x[1])
         if op.id in by_id:
             b = by_id[op.id]
-            count = b.min_steps * (op.repeat if op.chain else 1)
+            count = b.min_steps * (op.repeat if op.chain else min(op.repeat, 1))
             finish[op.id] = (start[0] + count, start[1] + count * b.sync_latency_s)
         else:
             finish[op.id] = start

@@ -44,7 +44,7 @@ def _comm(b: CommBound) -> dict[str, Any]:
         "root": op.root if op.kind in ("broadcast", "reduce", "scatter", "gather") else None,
         "reduce_op": op.reduce_op, "pattern": op.pattern, "data_dependent": op.data_dependent,
         "imbalance": op.imbalance, "repeat": op.repeat, "chain": op.chain,
-        "after": list(op.after), "host_syncs": op.host_syncs,
+        "rotate_root": op.rotate_root, "after": list(op.after), "host_syncs": op.host_syncs,
         "algorithm": b.best.algorithm, "mechanism": b.best.mechanism,
         "t_comm_us": _us(b.best.t_bw_s),
         "t_comm_line_rate_us": _us(b.t_line_s), "line_rate_algorithm": b.line_algorithm,
@@ -65,7 +65,7 @@ def _compute(c: ComputeBound) -> dict[str, Any]:
     return {
         "id": op.id, "category": "compute", "kind": "compute", "compute_kind": op.kind,
         "bytes_per_rank": 0, "dtype": op.dtype, "flops": _count(op.flops),
-        "hbm_bytes": _count(op.hbm_bytes), "ranks": op.ranks,
+        "hbm_bytes": _count(op.hbm_bytes), "ranks": op.ranks, "imbalance": op.imbalance,
         "tensor_core": op.tensor_core, "peak": c.peak_key, "repeat": op.repeat,
         "chain": op.chain, "after": list(op.after), "host_syncs": op.host_syncs,
         "launches": op.launches, "t_comp_us": _us(c.t_comp_s), "t_mem_us": _us(c.t_mem_s),

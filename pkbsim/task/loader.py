@@ -36,10 +36,11 @@ from pkbsim.units import DTYPE_BYTES
 SCHEMA_VERSION = 1
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED = {"W"} | set(expr.FUNCTIONS)
-_COMM_FIELDS = ("bytes_per_rank", "elements_per_rank", "dtype", "group", "root", "reduce_op",
-                "pattern", "data_dependent", "imbalance", "api")
+_COMM_FIELDS = ("bytes_per_rank", "elements_per_rank", "dtype", "group", "root", "rotate_root",
+                "reduce_op", "pattern", "data_dependent", "imbalance", "api")
 _COMPUTE_FIELDS = ("compute", "flops", "hbm_bytes", "dtype", "tensor_core", "launches", "ranks",
-                   "root")
+                   "root", "imbalance")
+PRODUCTION = "production"  # --preset production: each task's preset marked production: true
 RANK_ROLES = ("all", "root", "non_root")
 _TEXT_FIELDS = ("dtype", "group", "reduce_op", "pattern", "compute", "api", "note", "ranks")
 _COMMON_FIELDS = ("id", "kind", "after", "repeat", "chain", "host_syncs", "note")
@@ -192,11 +193,21 @@ def _presets(top: Fields, known: set[str]) -> dict[str, PresetSpec]:
             values[str(key)] = v
         world = f.integer("world_size", None, lo=1) if f.has("world_size") else None
         f.raw("world_size", None)
+        production = f.flag("production", False)
+        if name == PRODUCTION:
+            raise top.fail(f"presets.{name}", "is reserved: mark the production-size preset "
+                           "with 'production: true' instead")
         presets[str(name)] = PresetSpec(str(name), f.text("description"), f.text("source", ""),
-                                        values, world)
+                                        values, world, production)
         f.done()
     if "pkb" not in presets:
         raise top.fail("presets", "must define preset 'pkb' (PKB's default sizes)")
+    marked = [p.name for p in presets.values() if p.production]
+    if len(marked) > 1:
+        raise top.fail(f"presets.{marked[1]}.production",
+                       f"only one preset may be marked production (also {marked[0]})")
+    if "pkb" in marked:
+        raise top.fail("presets.pkb.production", "the pkb preset is PKB's size, not production")
     return presets
 
 
@@ -259,7 +270,7 @@ def _check_op_fields(f: Fields, kind: str, fields: Mapping[str, Any],
             if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                 raise f.fail(key, f"expected a number or an expression, got {value!r}")
             _parse_or_fail(value, f.file, f"{f.path}.{key}")
-    for key in ("chain", "data_dependent", "tensor_core"):
+    for key in ("chain", "data_dependent", "tensor_core", "rotate_root"):
         if key in fields and not isinstance(fields[key], bool):
             raise f.fail(key, f"expected true or false, got {fields[key]!r}")
     if kind == "compute":
@@ -284,8 +295,9 @@ def _check_op_fields(f: Fields, kind: str, fields: Mapping[str, Any],
             raise f.fail("reduce_op", f"only {', '.join(REDUCING_KINDS)} take a reduce_op")
         if fields["reduce_op"] not in REDUCE_OPS:
             raise f.fail("reduce_op", "expected one of: " + ", ".join(REDUCE_OPS))
-    if "root" in fields and kind not in ROOTED_KINDS:
-        raise f.fail("root", f"only {', '.join(ROOTED_KINDS)} take a root")
+    for key in ("root", "rotate_root"):
+        if key in fields and kind not in ROOTED_KINDS:
+            raise f.fail(key, f"only {', '.join(ROOTED_KINDS)} take a {key}")
     if kind == "send_recv":
         if fields.get("pattern") not in SEND_RECV_PATTERNS:
             raise f.fail("pattern", "send_recv needs pattern: " + ", ".join(SEND_RECV_PATTERNS))
@@ -328,9 +340,21 @@ def _names_known(value: object, known: set[str], file: str, field: str) -> None:
 
 # ---------------------------------------------------------------- instantiation
 
+def resolve_preset(spec: TaskSpec, preset: str) -> str:
+    """``production`` names the task's preset marked ``production: true``."""
+    if preset != PRODUCTION:
+        return preset
+    chosen = spec.production_preset
+    if chosen is None:
+        raise UsageError(f"task {spec.key} has no production preset (presets: "
+                         f"{', '.join(spec.presets)})")
+    return chosen
+
+
 def instantiate(spec: TaskSpec, world_size: int | None = None, preset: str = "pkb",
                 overrides: Mapping[str, float | int] | None = None) -> TaskInstance:
     """Evaluate every expression at ``world_size`` with ``preset`` and ``--set`` overrides."""
+    preset = resolve_preset(spec, preset)
     if preset not in spec.presets:
         raise UsageError(f"task {spec.key} has no preset {preset!r} "
                          f"(presets: {', '.join(spec.presets)})")
@@ -403,6 +427,10 @@ def _instantiate_op(spec: TaskSpec, op: OpSpec, env: Mapping[str, float | int],
         "note": str(fields.get("note", "")),
     }
     dtype = str(fields.get("dtype", "bf16"))
+    imbalance = num("imbalance", 1)
+    if imbalance < 1:
+        raise TaskError(f"evaluates to {imbalance:g}; the largest rank over the mean is >= 1",
+                        file=spec.file, field=f"{op.field_path}.imbalance")
     if op.kind == "compute":
         root = int(num("root", 0))
         if root >= int(env["W"]):
@@ -412,16 +440,13 @@ def _instantiate_op(spec: TaskSpec, op: OpSpec, env: Mapping[str, float | int],
                          hbm_bytes=num("hbm_bytes", 0), dtype=dtype,
                          tensor_core=bool(fields.get("tensor_core", fields["compute"] == "gemm")),
                          launches=int(num("launches", 1)),
-                         ranks=str(fields.get("ranks", "all")), root=root, **common)
+                         ranks=str(fields.get("ranks", "all")), root=root, imbalance=imbalance,
+                         **common)
     if "bytes_per_rank" in fields:
         nbytes = num("bytes_per_rank", 0)
     else:
         nbytes = num("elements_per_rank", 0) * DTYPE_BYTES[dtype]
     group = str(fields.get("group", "world"))
-    imbalance = num("imbalance", 1)
-    if imbalance < 1:
-        raise TaskError(f"evaluates to {imbalance:g}; the largest rank over the mean is >= 1",
-                        file=spec.file, field=f"{op.field_path}.imbalance")
     root = int(num("root", 0))
     if root >= group_sizes[group]:
         raise InfeasibleError(f"task {spec.key} op {op.id}: root {root} is outside group "
@@ -432,5 +457,6 @@ def _instantiate_op(spec: TaskSpec, op: OpSpec, env: Mapping[str, float | int],
         reduce_op=(str(fields.get("reduce_op", "sum")) if op.kind in REDUCING_KINDS else None),
         pattern=(str(fields["pattern"]) if op.kind == "send_recv" else None),
         data_dependent=bool(fields.get("data_dependent", False)), imbalance=imbalance,
-        api=str(fields.get("api", "")), **common,
+        api=str(fields.get("api", "")), rotate_root=bool(fields.get("rotate_root", False)),
+        **common,
     )

@@ -38,6 +38,7 @@ class PresetSpec:
     source: str
     values: dict[str, float | int] = field(hash=False)
     world_size: int | None = None
+    production: bool = False  # the task's production-size preset (``--preset production``)
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,11 @@ class TaskSpec:
         """The file stem: ``<id>_<name>``."""
         return f"{self.id}_{self.name}"
 
+    @property
+    def production_preset(self) -> str | None:
+        """The preset marked ``production: true``, if any."""
+        return next((p.name for p in self.presets.values() if p.production), None)
+
     def settable(self) -> list[str]:
         return [p.name for p in self.params] + [name for name, _ in self.derived]
 
@@ -113,6 +119,7 @@ class CommOp:
     host_syncs: int  # host synchronisations the reference makes at this op
     api: str
     note: str
+    rotate_root: bool = False  # repeat i uses root (root + i) mod group size (rooted kinds)
 
     category = "comm"
 
@@ -133,6 +140,7 @@ class ComputeOp:
     note: str
     ranks: str = "all"  # which ranks run it: all, root, or non_root
     root: int = 0  # the root rank, for ranks: root / non_root
+    imbalance: float = 1.0  # the busiest rank's FLOPs and bytes over the mean (>= 1)
 
     category = "compute"
 
