@@ -48,6 +48,15 @@ def split_overrides(sets: Mapping[str, str], spec: TaskSpec
     return task, topo  # instantiate() rejects unknown task keys
 
 
+def split_topology_overrides(sets: Mapping[str, str]) -> dict[str, object]:
+    """``--set`` for many tasks at once: only dotted (topology) keys make sense."""
+    plain = [k for k in sets if "." not in k]
+    if plain:
+        raise UsageError(f"--set {plain[0]}: task keys differ by task; with --all only dotted "
+                         "topology keys are allowed (e.g. scale_up.link_bandwidth_GBps=900)")
+    return {key: _topology_value(key, text) for key, text in sets.items()}
+
+
 def _topology_value(key: str, text: str) -> object:
     lowered = text.strip().lower()
     if lowered in ("true", "false"):

@@ -29,6 +29,8 @@ app.add_typer(tasks_app, name="tasks")
 class Format(str, Enum):
     table = "table"
     json = "json"
+    csv = "csv"
+    markdown = "markdown"
 
 
 def _version(value: bool) -> None:
@@ -55,43 +57,90 @@ def parse_sets(items: list[str]) -> dict[str, str]:
     return out
 
 
-def write_output(text: str, out: Path | None) -> None:
+def write_output(text: str | bytes, out: Path | None, option: str = "--out") -> None:
     """Print, or write ``out`` atomically so a failure never leaves a half-written file."""
     if out is None:
+        assert isinstance(text, str)
         sys.stdout.write(text)
         return
+    check_writable(out, option)
     out = out.expanduser()
-    if out.parent and not out.parent.exists():
-        raise UsageError(f"--out {out}: folder {out.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=out.parent or Path("."), prefix=f".{out.name}.", suffix=".tmp")
+    data = text.encode() if isinstance(text, str) else text
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        fd, tmp = tempfile.mkstemp(dir=out.parent or Path("."), prefix=f".{out.name}.",
+                                   suffix=".tmp")
+    except OSError as exc:
+        raise UsageError(f"{option} {out}: cannot write ({exc.strerror})") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, out)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise UsageError(f"--out {out}: cannot write ({exc.strerror})") from None
+        raise UsageError(f"{option} {out}: cannot write ({exc.strerror})") from None
+
+
+def check_writable(out: Path, option: str) -> None:
+    """Fail before any work when ``out`` cannot be written."""
+    out = out.expanduser()
+    if out.parent and not out.parent.exists():
+        raise UsageError(f"{option} {out}: folder {out.parent} does not exist")
+    if out.is_dir():
+        raise UsageError(f"{option} {out}: is a folder")
 
 
 @app.command()
 def analyze(
-    task: Annotated[str, typer.Option("--task", "-t",
-                                      help="Task id, name, alias (e.g. grpo) or YAML path.")],
+    task: Annotated[str | None, typer.Option(
+        "--task", "-t", help="Task id, name, alias (e.g. grpo) or YAML path.")] = None,
+    all_: Annotated[bool, typer.Option(
+        "--all", help="Every shipped task: one row each, a summary, optionally a plot.")] = False,
     topology: Annotated[str, typer.Option(help="Topology name or YAML path.")] = "dgx-h100",
     world_size: Annotated[int | None, typer.Option(
         "--world-size", "-w", help="Ranks (default: the preset's, else the task's).")] = None,
-    preset: Annotated[str, typer.Option(help="Size preset (pkb = the benchmark's).")] = "pkb",
+    preset: Annotated[str, typer.Option(
+        help="Size preset: pkb (the benchmark's), production (each task's production size), "
+             "or a task's preset name.")] = "pkb",
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="KEY=VALUE: a task parameter, or a dotted topology field "
                       "(scale_up.link_bandwidth_GBps=50). Repeatable.")] = None,
     measured_us: Annotated[float | None, typer.Option(
         help="A measured time (us) to report attainment against.")] = None,
-    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    fmt: Annotated[Format, typer.Option(
+        "--format", help="table or json; with --all also csv or markdown.")] = Format.table,
     out: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
+    filter_: Annotated[list[str] | None, typer.Option(
+        "--filter", help="--all: KEY=VALUE, e.g. parallelism=EP, binding=latency, id=40-44, "
+                         "source=VeOmni, name=moe, data_dependent=true. Repeatable (all must "
+                         "match).")] = None,
+    sort: Annotated[str, typer.Option(
+        help="--all: sort by id, name, parallelism, bytes, t_comm, t_mem, t_comp, t_latency, "
+             "t_roof or binding.")] = "id",
+    reverse: Annotated[bool, typer.Option("--reverse", help="--all: largest first.")] = False,
+    plot: Annotated[Path | None, typer.Option(
+        help="--all: also draw the overview plot here (.png, .svg or .pdf).")] = None,
 ) -> None:
-    """Roofline bounds of one task on one topology."""
+    """Roofline bounds of one task on one topology, or of every task (--all)."""
+    if all_ == (task is not None):
+        raise UsageError("give either --task NAME or --all")
+    if all_:
+        if measured_us is not None:
+            raise UsageError("--measured-us is for one task (--task), not --all")
+        _analyze_all(topology, world_size, preset, parse_sets(set_ or []), fmt, out,
+                     filter_ or [], sort, reverse, plot)
+        return
+    for name, value in (("--filter", filter_), ("--plot", plot), ("--reverse", reverse or None)):
+        if value:
+            raise UsageError(f"{name} works with --all")
+    if sort != "id":
+        raise UsageError("--sort works with --all")
+    if fmt in (Format.csv, Format.markdown):
+        raise UsageError(f"--format {fmt.value} works with --all; one task: table or json")
     from pkbsim.analysis import analyze as run
 
+    assert task is not None
+    if out is not None:
+        check_writable(out, "--out")
     result = run(task, topology, world_size, preset, parse_sets(set_ or []), measured_us)
     if fmt is Format.json:
         from pkbsim.report.json_report import render
@@ -101,6 +150,35 @@ def analyze(
         from pkbsim.report.table import analysis_table
 
         write_output(analysis_table(result), out)
+
+
+def _analyze_all(topology: str, world_size: int | None, preset: str, sets: dict[str, str],
+                 fmt: Format, out: Path | None, filters: list[str], sort: str, reverse: bool,
+                 plot: Path | None) -> None:
+    from pkbsim.analysis import split_topology_overrides
+    from pkbsim.overview import overview, parse_filters
+    from pkbsim.report import overview_report as report
+    from pkbsim.topology import load_topology
+
+    parsed = parse_filters(filters)
+    fmt_image = None
+    if plot is not None:
+        from pkbsim.report.plot import image_format
+
+        fmt_image = image_format(str(plot))
+        check_writable(plot, "--plot")
+    if out is not None:
+        check_writable(out, "--out")
+    topo_sets = split_topology_overrides(sets)
+    ov = overview(load_topology(topology, topo_sets), world_size, preset, parsed, sort, reverse,
+                  topology_overrides=topo_sets)
+    render = {Format.table: report.render_table, Format.json: report.render_json,
+              Format.csv: report.render_csv, Format.markdown: report.render_markdown}[fmt]
+    write_output(render(ov), out)
+    if plot is not None and fmt_image is not None:
+        from pkbsim.report.plot import overview_plot
+
+        write_output(overview_plot([ov], fmt_image), plot, "--plot")
 
 
 @topo_app.command("list")

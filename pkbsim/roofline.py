@@ -123,17 +123,46 @@ def _roots(op: CommOp) -> list[tuple[int, float]]:
 
 
 def _loads(alg: Algorithm, op: CommOp, world_size: int, fabric: Fabric) -> Loads:
+    """Bytes per link for all repeats; traffic is linear in the buffer size, so the per-byte
+    loads of one (algorithm, placement) are computed once per fabric and scaled."""
+    roots = tuple(_roots(op))
+    key = ("unit_loads", alg.name, op.kind, op.group_size, op.group_layout, world_size,
+           op.pattern, roots)
+    unit = fabric.memo.get(key)
+    if unit is None:
+        unit = _unit_loads(alg, op, world_size, fabric, roots)
+        fabric.memo[key] = unit
+    assert isinstance(unit, dict)
+    scale = op.bytes_per_rank * op.repeat * op.imbalance
+    return {link: nbytes * scale for link, nbytes in unit.items()}
+
+
+def _unit_loads(alg: Algorithm, op: CommOp, world_size: int, fabric: Fabric,
+                roots: tuple[tuple[int, float], ...]) -> Loads:
     loads: Loads = defaultdict(float)
-    scale = op.repeat * op.imbalance
     for members in group_members(op, world_size):
-        for root, share in _roots(op):
+        for root, share in roots:
             ctx = replace(_context(op, members, fabric.topo), root=root)
-            for flow in alg.flows(op.kind, op.bytes_per_rank, ctx):
+            for flow in alg.flows(op.kind, 1.0, ctx):
                 src = SWITCH if flow.src == SWITCH else members[flow.src]
                 dst = SWITCH if flow.dst == SWITCH else members[flow.dst]
                 for link in fabric.route(src, dst):
-                    loads[link] += flow.nbytes * scale * share
+                    loads[link] += flow.nbytes * share
     return dict(loads)
+
+
+_FABRICS: dict[int, tuple[Topology, Fabric]] = {}
+
+
+def fabric_for(topo: Topology) -> Fabric:
+    """One fabric (and its caches) per topology object."""
+    entry = _FABRICS.get(id(topo))
+    if entry is None or entry[0] is not topo:
+        if len(_FABRICS) >= 64:
+            _FABRICS.clear()
+        entry = (topo, Fabric(topo))
+        _FABRICS[id(topo)] = entry
+    return entry[1]
 
 
 # ------------------------------------------------------------------ mechanisms
@@ -305,7 +334,7 @@ def check_world_size(inst: TaskInstance, topo: Topology) -> None:
 
 def roofline(inst: TaskInstance, topo: Topology) -> Roofline:
     check_world_size(inst, topo)
-    fabric = Fabric(topo)
+    fabric = fabric_for(topo)
     comm: list[CommBound] = []
     compute: list[ComputeBound] = []
     achieved: Loads = defaultdict(float)  # link -> seconds, each op at its own mechanism

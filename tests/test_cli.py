@@ -111,7 +111,7 @@ def test_failed_run_keeps_earlier_output(cli, tmp_path: Path) -> None:
         (["analyze", "--task", "grpo", "--preset", "huge"], "no preset 'huge'"),
         (["analyze", "--task", "grpo", "--measured-us", "-1"], "above 0"),
         (["analyze", "--task", "grpo", "--format", "xml"], "--format"),
-        (["analyze"], "Missing option '--task'"),
+        (["analyze"], "give either --task NAME or --all"),
         (["tasks", "show", "nope"], "unknown task"),
         (["topo", "show", "nope"], "unknown topology"),
     ],

@@ -182,3 +182,31 @@ def test_root_only_and_non_root_compute(tmp_path: Path) -> None:
     ]
     r = bound(one_op_task(tmp_path, "gather", MiB, {"root": 3}, more_ops=ops))
     assert r.t_mem_s == pytest.approx(9e6 / 3350e9)  # the root: 1 + 8 MB; others 1 + 2 MB
+
+
+def test_rotating_root_spreads_the_root_over_the_group(tmp_path: Path) -> None:
+    """A loop over owners (each rank scatters once) loads every port once, not one W times."""
+    m = 1 * MiB
+    fixed = bound(one_op_task(tmp_path, "scatter", m, {"repeat": "W"}))
+    rotating = bound(one_op_task(tmp_path, "scatter", m, {"repeat": "W",
+                                                          "rotate_root": True}))
+    # scatter is direct from the root: the root's egress carries (n-1) m per call
+    assert fixed.comm[0].egress_bytes == pytest.approx(8 * 7 * m)
+    assert rotating.comm[0].egress_bytes == pytest.approx(7 * m)
+    assert rotating.t_comm_s == pytest.approx(7 * m / (ETA["ce"] * LINE))
+
+
+def test_compute_imbalance_scales_the_busiest_rank(tmp_path: Path) -> None:
+    extra = {"id": "work", "kind": "compute", "compute": "gemm", "flops": 1e12,
+             "hbm_bytes": 1e9}
+    plain = bound(one_op_task(tmp_path, "all_reduce", 1024, more_ops=[extra]))
+    skewed = bound(one_op_task(tmp_path, "all_reduce", 1024,
+                               more_ops=[{**extra, "imbalance": 1.5}]))
+    assert skewed.t_comp_s == pytest.approx(1.5 * plain.t_comp_s)
+    assert skewed.t_mem_s == pytest.approx(1.5 * plain.t_mem_s)
+
+
+def test_an_op_repeated_zero_times_costs_nothing(tmp_path: Path) -> None:
+    r = bound(one_op_task(tmp_path, "all_reduce", 1 * MiB, {"repeat": 0}))
+    assert r.t_comm_s == 0 and r.sync_steps_critical_path == 0
+    assert r.t_latency_floor_s == pytest.approx(LAUNCH)

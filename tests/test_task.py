@@ -157,3 +157,50 @@ def test_rank_roles_are_checked(grpo_data: dict, tmp_path: Path) -> None:
     data = _edit(grpo_data, lambda d: d["ops"][1].update(ranks="root", root=9))
     with pytest.raises(InfeasibleError, match="outside the world of 8"):
         _load(data, tmp_path)
+
+
+def test_production_preset_is_marked_once(grpo_data: dict, tmp_path: Path) -> None:
+    def mark(*names: str):
+        def edit(d: dict) -> None:
+            for preset in d["presets"].values():
+                preset.pop("production", None)
+            for name in names:
+                d["presets"][name]["production"] = True
+        return edit
+
+    spec_path = tmp_path / "t.yaml"
+    spec_path.write_text(yaml.safe_dump(_edit(grpo_data, mark("blog-16k")), sort_keys=False))
+    spec = load_task(str(spec_path))
+    assert spec.production_preset == "blog-16k"
+    assert instantiate(spec, None, "production").preset == "blog-16k"
+    with pytest.raises(TaskError, match="only one preset may be marked production") as info:
+        _load(_edit(grpo_data, mark("blog-1k", "blog-16k")), tmp_path)
+    assert info.value.field == "presets.blog-16k.production"
+    with pytest.raises(TaskError, match="not production"):
+        _load(_edit(grpo_data, mark("pkb")), tmp_path)
+    reserved = _edit(grpo_data, lambda d: d["presets"].update(
+        production={"description": "x"}))
+    with pytest.raises(TaskError, match="reserved"):
+        _load(reserved, tmp_path)
+
+
+def test_no_production_preset_is_a_usage_error(grpo_data: dict, tmp_path: Path) -> None:
+    for preset in grpo_data["presets"].values():
+        preset.pop("production", None)
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(grpo_data, sort_keys=False))
+    with pytest.raises(UsageError, match="has no production preset"):
+        instantiate(load_task(str(path)), 8, "production")
+
+
+def test_rotate_root_and_compute_imbalance_are_checked(grpo_data: dict, tmp_path: Path) -> None:
+    data = _edit(grpo_data, lambda d: d["ops"][0].update(rotate_root=True))
+    with pytest.raises(TaskError, match="only broadcast, reduce, scatter, gather take a "
+                                        "rotate_root"):
+        _load(data, tmp_path)
+    data = _edit(grpo_data, lambda d: d["ops"][1].update(imbalance=0.5))
+    with pytest.raises(TaskError, match="the largest rank over the mean is >= 1"):
+        _load(data, tmp_path)
+    inst = _load(_edit(grpo_data, lambda d: d["ops"][1].update(imbalance="2 * W / (W + 1)")),
+                 tmp_path)
+    assert inst.ops[1].imbalance == pytest.approx(16 / 9)

@@ -29,6 +29,8 @@ class Fabric:
     def __init__(self, topo: Topology) -> None:
         self.topo = topo
         self._links: dict[str, Link] = {}
+        self._routes: dict[tuple[int, int], tuple[str, ...]] = {}
+        self.memo: dict[object, object] = {}  # callers' per-topology caches (unit loads)
 
     def link(self, link_id: str) -> Link:
         return self._links[link_id]
@@ -56,6 +58,12 @@ class Fabric:
 
     def route(self, src: int, dst: int) -> tuple[str, ...]:
         """Links a byte crosses from global rank ``src`` to ``dst`` (SWITCH = the NVSwitch)."""
+        key = (src, dst)
+        if key not in self._routes:
+            self._routes[key] = self._route(src, dst)
+        return self._routes[key]
+
+    def _route(self, src: int, dst: int) -> tuple[str, ...]:
         if src == SWITCH:
             return (self.switch_port(dst, to_switch=False),)
         if dst == SWITCH:

@@ -1,0 +1,170 @@
+"""``pkbsim analyze --all`` as a terminal table, CSV, Markdown or JSON (``pkbsim.overview/1``).
+
+JSON and CSV fields are a stable contract: add, never rename or remove without a schema bump.
+Times are microseconds (``_us``), sizes bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from rich.table import Table
+
+from pkbsim import __version__
+from pkbsim.datafiles import display_path
+from pkbsim.overview import BINDINGS, Overview, OverviewRow
+from pkbsim.report.table import to_text
+from pkbsim.units import US, format_bytes, format_us
+
+SCHEMA = "pkbsim.overview/1"
+CSV_FIELDS = ("id", "name", "parallelism", "source", "preset", "world_size", "comm_ops",
+              "buffer_bytes_per_rank", "moved_bytes_per_rank", "data_dependent", "host_syncs",
+              "t_comm_us", "t_comm_line_rate_us", "t_mem_us", "t_comp_us", "t_latency_floor_us",
+              "t_roof_us", "binding", "busiest_link", "error")
+
+
+def _us(seconds: float) -> float:
+    return round(seconds / US, 6)
+
+
+def _count(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else x
+
+
+def row_dict(row: OverviewRow) -> dict[str, Any]:
+    roof = row.roofline
+    spec = row.spec
+    out: dict[str, Any] = {
+        "id": spec.id, "name": spec.name, "parallelism": spec.parallelism,
+        "source": spec.source, "preset": row.preset, "world_size": row.world_size,
+        "comm_ops": len(row.comm_ops),
+        "buffer_bytes_per_rank": _count(row.buffer_bytes_per_rank),
+        "moved_bytes_per_rank": _count(row.moved_bytes_per_rank),
+        "data_dependent": row.data_dependent, "host_syncs": row.host_syncs,
+    }
+    terms = ("t_comm_us", "t_comm_line_rate_us", "t_mem_us", "t_comp_us", "t_latency_floor_us",
+             "t_roof_us")
+    if roof is None:
+        out.update({k: None for k in terms})
+        out.update(binding=None, busiest_link=None, error=row.error)
+        return out
+    values = (roof.t_comm_s, roof.t_comm_line_rate_s, roof.t_mem_s, roof.t_comp_s,
+              roof.t_latency_floor_s, roof.t_roof_s)
+    out.update({k: _us(v) for k, v in zip(terms, values, strict=True)})
+    out.update(binding=roof.binding, busiest_link=roof.busiest_link, error=None)
+    return out
+
+
+def _summary_dict(ov: Overview) -> dict[str, Any]:
+    s = ov.summary()
+    return {"analysed": s.analysed, "not_analysed": s.not_analysed, "bound_by": s.bound_by,
+            "latency_bound": s.bound_by["latency"],
+            "median_t_roof_us": _us(s.median_t_roof_s),
+            "median_moved_bytes_per_rank": _count(s.median_moved_bytes)}
+
+
+def to_dict(ov: Overview) -> dict[str, Any]:
+    topo = ov.topology
+    return {
+        "schema": SCHEMA,
+        "pkbsim_version": __version__,
+        "topology": {"name": topo.name, "file": display_path(topo.file), "sha256": topo.sha256,
+                     "gpu": topo.gpu.model, "gpus_per_node": topo.gpus_per_node,
+                     "nodes": topo.nodes, "peer_line_rate_GBps": topo.peer_line_rate_GBps,
+                     "in_switch_reduction": topo.scale_up.in_switch_reduction},
+        "world_size": ov.world_size,
+        "preset": ov.preset,
+        "filters": [f"{k}={v}" for k, v in ov.filters],
+        "sort": ov.sort, "reverse": ov.reverse,
+        "topology_overrides": dict(ov.topology_overrides),
+        "summary": _summary_dict(ov),
+        "rows": [row_dict(r) for r in ov.rows],
+        "task_sha256": {r.spec.key: r.spec.sha256 for r in ov.rows},
+    }
+
+
+def render_json(ov: Overview) -> str:
+    return json.dumps(to_dict(ov), indent=2) + "\n"
+
+
+def render_csv(ov: Overview) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for row in ov.rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row_dict(row).items()})
+    return buffer.getvalue()
+
+
+def _heading(ov: Overview) -> str:
+    topo = ov.topology
+    ws = f"W = {ov.world_size}" if ov.world_size else "each task's default W"
+    preset = ("each task's production preset" if ov.preset == "production"
+              else f"preset {ov.preset}")
+    sets = " ".join(f"{k}={v}" for k, v in ov.topology_overrides.items())
+    return (f"All tasks on {topo.name} ({topo.nodes} x {topo.gpus_per_node} x {topo.gpu.model}, "
+            f"{topo.peer_line_rate_GBps:g} GB/s per GPU per direction), {ws}, {preset}"
+            + (f", --set {sets}" if sets else ""))
+
+
+def summary_lines(ov: Overview) -> list[str]:
+    s = ov.summary()
+    if not s.analysed:
+        return [f"No task analysed ({s.not_analysed} not analysed)."]
+    counts = ", ".join(f"{s.bound_by[b]} {b}" for b in BINDINGS)
+    lines = [f"Summary: {s.analysed} tasks analysed; bound by: {counts}.",
+             f"Latency-bound: {s.bound_by['latency']} of {s.analysed}. Median t_roof "
+             f"{format_us(s.median_t_roof_s)} us; median bytes moved per rank "
+             f"{format_bytes(s.median_moved_bytes)}."]
+    if s.not_analysed:
+        lines.append(f"Not analysed: {s.not_analysed}.")
+    return lines
+
+
+def render_table(ov: Overview) -> str:
+    per_task_preset = ov.preset == "production"
+    table = Table(show_edge=False, pad_edge=False)
+    columns = ["id", "name", "parallelism", "W"] + (["preset"] if per_task_preset else []) + [
+        "bytes/rank", "t_comm", "t_mem", "t_comp", "t_lat", "t_roof", "bound"]
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("name", "parallelism", "preset", "bound")
+                         else "right", no_wrap=col == "name", overflow="fold")
+    for row in ov.analysed:
+        roof = row.roofline
+        assert roof is not None
+        cells = [str(row.spec.id), row.spec.name, row.spec.parallelism, str(row.world_size)]
+        if per_task_preset:
+            cells.append(row.preset)
+        cells += [format_bytes(row.moved_bytes_per_rank), format_us(roof.t_comm_s),
+                  format_us(roof.t_mem_s), format_us(roof.t_comp_s),
+                  format_us(roof.t_latency_floor_s), format_us(roof.t_roof_s), roof.binding]
+        table.add_row(*cells)
+    head = _heading(ov) + "\nTimes in us; bytes/rank = bytes on the busiest GPU port, all comm ops"
+    tail = summary_lines(ov)
+    for row in ov.not_analysed:
+        tail.append(f"  {row.spec.id} {row.spec.name}: {row.error}")
+    return head + "\n\n" + to_text(table, width=200) + "\n" + "\n".join(tail) + "\n"
+
+
+def render_markdown(ov: Overview) -> str:
+    lines = [f"{_heading(ov)}. Times in µs.", "",
+             "| id | name | source | parallelism | bytes moved/rank | t_comm | t_mem | t_comp | "
+             "t_lat | t_roof | binding |",
+             "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for row in ov.rows:
+        spec = row.spec
+        roof = row.roofline
+        if roof is None:
+            lines.append(f"| {spec.id} | {spec.name} | {spec.source} | {spec.parallelism} | "
+                         f"| | | | | | not analysed: {row.error} |")
+            continue
+        lines.append(
+            f"| {spec.id} | {spec.name} | {spec.source} | {spec.parallelism} | "
+            f"{format_bytes(row.moved_bytes_per_rank)} | {format_us(roof.t_comm_s)} | "
+            f"{format_us(roof.t_mem_s)} | {format_us(roof.t_comp_s)} | "
+            f"{format_us(roof.t_latency_floor_s)} | {format_us(roof.t_roof_s)} | "
+            f"{roof.binding} |")
+    return "\n".join([*lines, "", *summary_lines(ov)]) + "\n"
