@@ -188,14 +188,15 @@ def _efficiency(topo: Topology, mech: Mechanism, link_kind: str) -> float:
     return topo.scale_out.efficiency * protocol
 
 
-def _time(loads: Loads, fabric: Fabric, eff: dict[str, float] | None) -> tuple[float, str | None]:
-    worst, where = 0.0, None
+def _line_time_by_kind(loads: Loads, fabric: Fabric) -> dict[str, float]:
+    """The busiest link of each kind at line rate; a mechanism's efficiency is per kind."""
+    worst: dict[str, float] = {}
     for link_id, nbytes in loads.items():
         link = fabric.link(link_id)
-        t = nbytes / (link.line_Bps * (eff[link.kind] if eff else 1.0))
-        if t > worst:
-            worst, where = t, link_id
-    return worst, where
+        t = nbytes / link.line_Bps
+        if t > worst.get(link.kind, -1.0):
+            worst[link.kind] = t
+    return worst
 
 
 # ------------------------------------------------------------------ per op
@@ -208,6 +209,7 @@ def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric) -> CommBound:
     in_one_node = ctx.nodes == 1
     candidates: list[Candidate] = []
     loads_by_alg: dict[str, Loads] = {}
+    ports: dict[str, tuple[float, float, float]] = {}
     line: dict[str, float] = {}
     steps_by_alg: dict[str, int] = {}
     for alg in algorithms_for(op.kind, ctx):
@@ -217,15 +219,16 @@ def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric) -> CommBound:
             continue
         loads = _loads(alg, op, inst.world_size, fabric)
         loads_by_alg[alg.name] = loads
-        line[alg.name] = _time(loads, fabric, None)[0]
+        ports[alg.name] = _port_bytes(loads, fabric)
+        by_kind = _line_time_by_kind(loads, fabric)
+        line[alg.name] = max(by_kind.values(), default=0.0)
         steps = alg.steps(op.kind, ctx)
         steps_by_alg[alg.name] = steps
         for mech in topo.mechanisms.values():
             if not _fits(alg, mech, op.kind):
                 continue
-            eff = {kind: _efficiency(topo, mech, kind)
-                   for kind in {fabric.link(k).kind for k in loads}}
-            t_bw = _time(loads, fabric, eff)[0]
+            t_bw = max((t / _efficiency(topo, mech, kind) for kind, t in by_kind.items()),
+                       default=0.0)
             alpha = (mech.latency_s + steps * mech.step_latency_s) * op.repeat
             candidates.append(Candidate(alg.name, mech.name, steps, t_bw, alpha,
                                         alg.needs_switch_reduction))
@@ -243,8 +246,7 @@ def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric) -> CommBound:
     line_alg = min(line, key=lambda name: (line[name], steps_by_alg[name]))
     plain_algs = [a for a in line if not ALGORITHMS[a].needs_switch_reduction] or [line_alg]
     plain_line_alg = min(plain_algs, key=lambda name: (line[name], steps_by_alg[name]))
-    loads = loads_by_alg[best.algorithm]
-    egress, ingress, nic = _port_bytes(loads, fabric)
+    egress, ingress, nic = ports[best.algorithm]
     min_steps = min(steps_by_alg.values())
     sync = (topo.scale_up.signal_latency_us if in_one_node
             else (topo.scale_out.latency_us if topo.scale_out else 0.0)) * US
@@ -258,7 +260,7 @@ def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric) -> CommBound:
         line_algorithm_no_switch_reduction=plain_line_alg,
         egress_bytes=egress, ingress_bytes=ingress, nic_bytes=nic, min_steps=min_steps,
         sync_latency_s=sync, busbw_at_bound_Bps=busbw,
-        reason=_reason(op, best, at_size, topo, loads_by_alg, fabric),
+        reason=_reason(op, best, at_size, topo, ports),
         candidates=tuple(sorted(candidates, key=key)), loads=loads_by_alg,
     )
     return bound
@@ -278,15 +280,14 @@ def _port_bytes(loads: Loads, fabric: Fabric) -> tuple[float, float, float]:
 
 
 def _reason(op: CommOp, best: Candidate, at_size: Candidate, topo: Topology,
-            loads_by_alg: dict[str, Loads], fabric: Fabric) -> str:
+            ports: dict[str, tuple[float, float, float]]) -> str:
     m = op.bytes_per_rank * op.repeat * op.imbalance
     mech = topo.mechanisms[best.mechanism]
 
     def factor(alg: str) -> float:
-        e, i, n = _port_bytes(loads_by_alg[alg], fabric)
-        return max(e, i, n) / m if m else 0.0
+        return max(ports[alg]) / m if m else 0.0
 
-    others = sorted((a for a in loads_by_alg if a != best.algorithm), key=factor)
+    others = sorted((a for a in ports if a != best.algorithm), key=factor)
     text = (f"{best.algorithm} puts {factor(best.algorithm):.3g}x the buffer on the busiest "
             f"port; {best.mechanism} reaches {mech.efficiency:.0%} of line rate")
     if others:

@@ -74,7 +74,7 @@ def test_sort_by_roof_both_ways() -> None:
     times = [r.roofline.t_roof_s for r in up.analysed if r.roofline]
     assert times == sorted(times)
     down = overview(H100, 8, "pkb", sort="t_roof", reverse=True)
-    assert [r.spec.id for r in down.analysed][0] == [r.spec.id for r in up.analysed][-1]
+    assert down.analysed[0].spec.id == up.analysed[-1].spec.id
     with pytest.raises(UsageError, match="--sort 'speed'"):
         overview(H100, 8, "pkb", sort="speed")
 
