@@ -180,3 +180,28 @@ def test_cli_all_what_if_on_topology(cli) -> None:
     assert fast["topology_overrides"] == {"scale_up.link_bandwidth_GBps": 50}
     assert fast["rows"][0]["t_comm_us"] == pytest.approx(base["rows"][0]["t_comm_us"] / 2,
                                                          rel=1e-4)
+
+
+def test_generated_docs_are_current() -> None:
+    """docs/tasks.md's tables are `pkbsim analyze --all` output; python docs/update.py renews."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "update.py"
+    spec = importlib.util.spec_from_file_location("docs_update", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = (path.parent / "tasks.md").read_text()
+    assert text.count("<!-- generated: pkbsim analyze --all") == 2
+    assert module.stale() == [], "run python docs/update.py"
+
+
+def test_readme_overview_figures_are_true(cli) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    rows = cli("analyze", "--all", "--sort", "t_roof", "--reverse", "--filter",
+               "parallelism=EP").out.splitlines()[3:8]
+    assert "\n".join(rows) in readme
+    for preset in ("pkb", "production"):
+        out = cli("analyze", "--all", "--preset", preset).out
+        summary = [x for x in out.splitlines() if x.startswith(("Summary:", "Latency-bound:"))]
+        assert len(summary) == 2 and all(line in readme for line in summary), preset
