@@ -14,21 +14,14 @@ from typing import Any
 from pkbsim import __version__
 from pkbsim.datafiles import display_path
 from pkbsim.overview import BINDINGS, Overview, OverviewRow
-from pkbsim.units import US, format_bytes, format_us
+from pkbsim.report.json_report import _count, _us
+from pkbsim.units import format_bytes, format_us
 
 SCHEMA = "pkbsim.overview/1"
 CSV_FIELDS = ("id", "name", "parallelism", "source", "preset", "world_size", "comm_ops",
               "buffer_bytes_per_rank", "moved_bytes_per_rank", "data_dependent", "host_syncs",
               "t_comm_us", "t_comm_line_rate_us", "t_mem_us", "t_comp_us", "t_latency_floor_us",
               "t_roof_us", "binding", "busiest_link", "error")
-
-
-def _us(seconds: float) -> float:
-    return round(seconds / US, 6)
-
-
-def _count(x: float) -> int | float:
-    return int(x) if float(x).is_integer() else x
 
 
 def row_dict(row: OverviewRow) -> dict[str, Any]:
