@@ -129,11 +129,10 @@ def analyze(
         _analyze_all(topology, world_size, preset, parse_sets(set_ or []), fmt, out,
                      filter_ or [], sort, reverse, plot)
         return
-    for name, value in (("--filter", filter_), ("--plot", plot), ("--reverse", reverse or None)):
-        if value:
+    for name, used in (("--filter", bool(filter_)), ("--plot", plot is not None),
+                       ("--reverse", reverse), ("--sort", sort != "id")):
+        if used:
             raise UsageError(f"{name} works with --all")
-    if sort != "id":
-        raise UsageError("--sort works with --all")
     if fmt in (Format.csv, Format.markdown):
         raise UsageError(f"--format {fmt.value} works with --all; one task: table or json")
     from pkbsim.analysis import analyze as run
@@ -158,14 +157,12 @@ def _analyze_all(topology: str, world_size: int | None, preset: str, sets: dict[
     from pkbsim.analysis import split_topology_overrides
     from pkbsim.overview import overview, parse_filters
     from pkbsim.report import overview_report as report
+    from pkbsim.report.plot import image_format, overview_plot
     from pkbsim.topology import load_topology
 
     parsed = parse_filters(filters)
-    fmt_image = None
+    fmt_image = image_format(str(plot)) if plot is not None else ""
     if plot is not None:
-        from pkbsim.report.plot import image_format
-
-        fmt_image = image_format(str(plot))
         check_writable(plot, "--plot")
     if out is not None:
         check_writable(out, "--out")
@@ -175,9 +172,7 @@ def _analyze_all(topology: str, world_size: int | None, preset: str, sets: dict[
     render = {Format.table: report.render_table, Format.json: report.render_json,
               Format.csv: report.render_csv, Format.markdown: report.render_markdown}[fmt]
     write_output(render(ov), out)
-    if plot is not None and fmt_image is not None:
-        from pkbsim.report.plot import overview_plot
-
+    if plot is not None:
         write_output(overview_plot([ov], fmt_image), plot, "--plot")
 
 

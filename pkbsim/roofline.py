@@ -116,9 +116,8 @@ def _roots(op: CommOp) -> list[tuple[int, float]]:
     n = op.group_size
     if not op.rotate_root or op.repeat <= 1 or n == 1:
         return [(op.root, 1.0)]
-    counts = [0] * n
-    for i in range(op.repeat):
-        counts[(op.root + i) % n] += 1
+    full, extra = divmod(op.repeat, n)  # roots root .. root + extra - 1 get one repeat more
+    counts = [full + ((r - op.root) % n < extra) for r in range(n)]
     return [(r, c / op.repeat) for r, c in enumerate(counts) if c]
 
 
@@ -126,13 +125,11 @@ def _loads(alg: Algorithm, op: CommOp, world_size: int, fabric: Fabric) -> Loads
     """Bytes per link for all repeats; traffic is linear in the buffer size, so the per-byte
     loads of one (algorithm, placement) are computed once per fabric and scaled."""
     roots = tuple(_roots(op))
-    key = ("unit_loads", alg.name, op.kind, op.group_size, op.group_layout, world_size,
+    key = (alg.name, op.kind, op.group_size, op.group_layout, world_size,
            op.pattern, roots)
-    unit = fabric.memo.get(key)
+    unit = fabric.unit_loads.get(key)
     if unit is None:
-        unit = _unit_loads(alg, op, world_size, fabric, roots)
-        fabric.memo[key] = unit
-    assert isinstance(unit, dict)
+        unit = fabric.unit_loads[key] = _unit_loads(alg, op, world_size, fabric, roots)
     scale = op.bytes_per_rank * op.repeat * op.imbalance
     return {link: nbytes * scale for link, nbytes in unit.items()}
 

@@ -9,7 +9,7 @@ import io
 from collections.abc import Sequence
 
 from pkbsim.errors import UsageError
-from pkbsim.overview import BINDINGS, Overview
+from pkbsim.overview import BINDINGS, Overview, OverviewRow
 from pkbsim.units import US
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -26,6 +26,13 @@ def image_format(path: str) -> str:
         if path.lower().endswith(suffix):
             return fmt
     raise UsageError(f"--plot {path}: expected a file ending in " + ", ".join(FORMATS))
+
+
+def _points(rows: Sequence[OverviewRow]) -> tuple[list[float], list[float]]:
+    """Bytes moved (at least 1 B, for the log axis) and t_roof in us of analysed rows."""
+    done = [r for r in rows if r.roofline is not None]
+    return ([max(r.moved_bytes_per_rank, 1.0) for r in done],
+            [r.roofline.t_roof_s / US for r in done if r.roofline is not None])
 
 
 def _panel_title(ov: Overview) -> str:
@@ -87,8 +94,7 @@ def _draw(panels: Sequence[Overview], fmt: str) -> bytes:
 
     fig, axes = plt.subplots(1, len(panels), figsize=(11 * len(panels), 7.5), sharex=True,
                              sharey=True, squeeze=False, dpi=100)
-    all_x = [max(r.moved_bytes_per_rank, 1.0) for ov in panels for r in ov.analysed]
-    all_y = [r.roofline.t_roof_s / US for ov in panels for r in ov.analysed if r.roofline]
+    all_x, all_y = _points([r for ov in panels for r in ov.analysed])
     if not all_x:
         all_x, all_y = [1.0, 1e9], [1.0, 1e4]
     x_lo, x_hi = min(all_x) / 3, max(all_x) * 3
@@ -109,10 +115,8 @@ def _draw(panels: Sequence[Overview], fmt: str) -> bytes:
             rows = [r for r in ov.analysed if r.binding == binding]
             if not rows:
                 continue
-            ax.scatter([max(r.moved_bytes_per_rank, 1.0) for r in rows],
-                       [r.roofline.t_roof_s / US for r in rows if r.roofline],
-                       s=28, color=COLOURS[binding], edgecolor="white", linewidth=0.5,
-                       label=f"{binding}-bound ({len(rows)})", zorder=3)
+            ax.scatter(*_points(rows), s=28, color=COLOURS[binding], edgecolor="white",
+                       linewidth=0.5, label=f"{binding}-bound ({len(rows)})", zorder=3)
         ax.set_title(_panel_title(ov), fontsize=11)
         ax.set_xlabel("bytes moved per rank (busiest GPU port, all comm ops)")
         ax.grid(True, which="major", color="#eeeeee", lw=0.6)
@@ -126,10 +130,8 @@ def _draw(panels: Sequence[Overview], fmt: str) -> bytes:
                  "(labels are PKB problem ids)", fontsize=12)
     fig.tight_layout()
     for ax, ov in zip(axes[0], panels, strict=True):
-        done = ov.analysed
-        _place_labels(ax, [max(r.moved_bytes_per_rank, 1.0) for r in done],
-                      [r.roofline.t_roof_s / US for r in done if r.roofline],
-                      [str(r.spec.id) for r in done], fontsize=7)
+        _place_labels(ax, *_points(ov.analysed), [str(r.spec.id) for r in ov.analysed],
+                      fontsize=7)
     buffer = io.BytesIO()
     fig.savefig(buffer, format=fmt, dpi=130, metadata=_METADATA[fmt])
     plt.close(fig)

@@ -30,7 +30,8 @@ class Fabric:
         self.topo = topo
         self._links: dict[str, Link] = {}
         self._routes: dict[tuple[int, int], tuple[str, ...]] = {}
-        self.memo: dict[object, object] = {}  # callers' per-topology caches (unit loads)
+        # per-link bytes of a 1-byte buffer, by (algorithm, placement): filled by the roofline
+        self.unit_loads: dict[tuple[object, ...], dict[str, float]] = {}
 
     def link(self, link_id: str) -> Link:
         return self._links[link_id]
