@@ -175,7 +175,8 @@ def _fits(alg: Algorithm, mech: Mechanism, kind: str) -> bool:
     return not (kind in REDUCING_KINDS and not traits.reduces)
 
 
-def _efficiency(topo: Topology, mech: Mechanism, link_kind: str) -> float:
+def link_efficiency(topo: Topology, mech: Mechanism, link_kind: str) -> float:
+    """A mechanism's achievable fraction of line rate on one kind of link."""
     if link_kind != NIC:
         return mech.efficiency
     assert topo.scale_out is not None
@@ -183,6 +184,20 @@ def _efficiency(topo: Topology, mech: Mechanism, link_kind: str) -> float:
     protocol = min(1.0, mech.efficiency / simple.efficiency) if (
         simple and mech.name.startswith("nccl_")) else 1.0
     return topo.scale_out.efficiency * protocol
+
+
+def call_bandwidth_s(alg: Algorithm, mech: Mechanism, op: CommOp, world_size: int,
+                     fabric: Fabric) -> float:
+    """Busiest link's time for one call of ``op`` (no repeats) on ``mech``."""
+    loads = _loads(alg, replace(op, repeat=1), world_size, fabric)
+    by_kind = _line_time_by_kind(loads, fabric)
+    return max((t / link_efficiency(fabric.topo, mech, kind) for kind, t in by_kind.items()),
+               default=0.0)
+
+
+def fits(alg: Algorithm, mech: Mechanism, kind: str) -> bool:
+    """Can ``mech`` carry ``alg`` for this kind (reductions, multicast, multimem)?"""
+    return _fits(alg, mech, kind)
 
 
 def _line_time_by_kind(loads: Loads, fabric: Fabric) -> dict[str, float]:
@@ -224,7 +239,7 @@ def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric) -> CommBound:
         for mech in topo.mechanisms.values():
             if not _fits(alg, mech, op.kind):
                 continue
-            t_bw = max((t / _efficiency(topo, mech, kind) for kind, t in by_kind.items()),
+            t_bw = max((t / link_efficiency(topo, mech, kind) for kind, t in by_kind.items()),
                        default=0.0)
             alpha = (mech.latency_s + steps * mech.step_latency_s) * op.repeat
             candidates.append(Candidate(alg.name, mech.name, steps, t_bw, alpha,
@@ -386,7 +401,7 @@ def _accumulate(total: Loads, loads: Loads, fabric: Fabric, topo: Topology,
     mech = topo.mechanisms[mechanism] if mechanism else None
     for link_id, nbytes in loads.items():
         link = fabric.link(link_id)
-        eff = _efficiency(topo, mech, link.kind) if mech else 1.0
+        eff = link_efficiency(topo, mech, link.kind) if mech else 1.0
         total[link_id] += nbytes / (link.line_Bps * eff)
 
 

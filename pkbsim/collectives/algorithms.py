@@ -1,12 +1,53 @@
-"""The algorithms the roofline considers. Traffic formulas are derived in docs/metrics.md."""
+"""The algorithms the roofline and the simulator consider. Traffic formulas: docs/metrics.md.
+
+Each class gives the bytes one call moves (``flows``, for the roofline), its synchronisation
+steps, and each rank's program of sends and receives (``program``, for the simulator). Over all
+ranks and channels a program moves exactly the bytes of ``flows``; tests check that.
+"""
 
 from __future__ import annotations
 
-from pkbsim.collectives.base import SWITCH, Algorithm, Context, Flow, register
+from collections.abc import Callable, Iterator
+
+from pkbsim.collectives.base import (
+    BATCH,
+    RECV,
+    SEND,
+    SWITCH,
+    WAITALL,
+    Algorithm,
+    Context,
+    Flow,
+    Prim,
+    register,
+)
 
 
 def _pairs(n: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(n) for j in range(n) if i != j]
+
+
+def _exchange(me: int, peers: list[int], nbytes: float, tag: object) -> Phase:
+    """A phase where ``me`` sends ``nbytes`` to each peer and receives as much from each."""
+    sends = tuple(((me,), (p,), nbytes, (tag, me)) for p in peers)
+    return sends, tuple((tag, p) for p in peers)
+
+
+Phase = tuple[tuple[tuple[object, ...], ...], tuple[object, ...]]  # (sends, tags to receive)
+
+
+def _pipelined(phases: Callable[[int], list[Phase]], nphases: int, chunks: int,
+               channel: int) -> Iterator[Prim]:
+    """Run ``nphases`` dependent phases over ``chunks`` pieces as a software pipeline: channel
+    p sends phase p of each chunk as soon as phase p-1 of that chunk has arrived here, so
+    different phases of different chunks overlap; channel ``nphases`` collects the last phase.
+    ``phases(c)`` gives each phase's (sends, arrival tags) for chunk c."""
+    for c in range(chunks):
+        steps = phases(c)
+        if channel > 0 and steps[channel - 1][1]:
+            yield (WAITALL, steps[channel - 1][1])
+        if channel < nphases and steps[channel][0]:
+            yield (BATCH, steps[channel][0])
 
 
 @register
@@ -26,16 +67,50 @@ class Ring(Algorithm):
         }
         if kind in per_link:
             return [Flow(i, (i + 1) % n, per_link[kind]) for i in range(n)]
-        order = [(ctx.root + k) % n for k in range(n)]  # a chain starting at the root
+        order = self._chain(kind, ctx)
+        return [Flow(order[k], order[k + 1], m) for k in range(n - 1)]
+
+    @staticmethod
+    def _chain(kind: str, ctx: Context) -> list[int]:
+        order = [(ctx.root + k) % ctx.n for k in range(ctx.n)]  # a chain starting at the root
         if kind == "reduce":
             order.reverse()  # towards the root
-        return [Flow(order[k], order[k + 1], m) for k in range(n - 1)]
+        return order
 
     def steps(self, kind: str, ctx: Context) -> int:
         n = ctx.n
         if n == 1:
             return 0
         return 2 * (n - 1) if kind == "all_reduce" else n - 1
+
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        n = ctx.n
+        if n == 1:
+            return
+        if kind in ("broadcast", "reduce"):
+            yield from self._chain_program(kind, m, ctx, rank, chunks)
+            return
+        nsteps = {"all_reduce": 2 * (n - 1), "reduce_scatter": n - 1, "all_gather": n - 1}[kind]
+        piece = (m if kind == "all_gather" else m / n) / chunks
+        nxt = ((rank,), ((rank + 1) % n,))
+        for c in range(chunks):
+            for s in range(nsteps):
+                if s:
+                    yield (RECV, (c, s - 1))
+                yield (SEND, nxt[0], nxt[1], piece, (c, s))
+            yield (RECV, (c, nsteps - 1))
+
+    def _chain_program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int
+                       ) -> Iterator[Prim]:
+        order = self._chain(kind, ctx)
+        pos = order.index(rank)
+        piece = m / chunks
+        for c in range(chunks):
+            if pos > 0:
+                yield (RECV, c)
+            if pos < ctx.n - 1:
+                yield (SEND, (rank,), (order[pos + 1],), piece, c)
 
 
 @register
@@ -48,37 +123,60 @@ class Direct(Algorithm):
     def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
         n = ctx.n
         if kind == "send_recv":
-            return _send_recv(m, ctx)
+            return [Flow(i, j, m) for i, j in _send_recv_pairs(ctx)]
         if n == 1:
             return []
-        if kind == "reduce_scatter":
+        if kind in ("reduce_scatter", "all_to_all"):
             return [Flow(i, j, m / n) for i, j in _pairs(n)]
         if kind == "all_gather":
             return [Flow(i, j, m) for i, j in _pairs(n)]
-        if kind == "all_to_all":
-            return [Flow(i, j, m / n) for i, j in _pairs(n)]
         r = ctx.root
         if kind in ("broadcast", "scatter"):
             return [Flow(r, j, m) for j in range(n) if j != r]
         return [Flow(j, r, m) for j in range(n) if j != r]  # reduce, gather
 
     def steps(self, kind: str, ctx: Context) -> int:
-        if kind == "send_recv":
-            return 1 if ctx.n > 1 else 0
         return 1 if ctx.n > 1 else 0
 
+    def channels(self, kind: str, ctx: Context) -> int:
+        return 2  # sends, and receives: neither waits for the other
 
-def _send_recv(m: float, ctx: Context) -> list[Flow]:
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        n, r = ctx.n, ctx.root
+        peers = [j for j in range(n) if j != rank]
+
+        def phase(c: int) -> list[Phase]:
+            if kind == "send_recv":
+                pairs = _send_recv_pairs(ctx)
+                return [(tuple(((rank,), (j,), m / chunks, (c, rank)) for i, j in pairs
+                               if i == rank), tuple((c, i) for i, j in pairs if j == rank))]
+            if kind in ("reduce_scatter", "all_to_all", "all_gather"):
+                piece = (m if kind == "all_gather" else m / n) / chunks
+                return [_exchange(rank, peers, piece, c)]
+            if kind in ("broadcast", "scatter"):
+                if rank == r:
+                    return [(tuple(((r,), (j,), m / chunks, c) for j in peers), ())]
+                return [((), (c,))]
+            if rank == r:  # reduce, gather: the root collects
+                return [((), tuple((c, j) for j in peers))]
+            return [((((rank,), (r,), m / chunks, (c, rank)),), ())]
+
+        if n > 1 or kind == "send_recv":
+            yield from _pipelined(phase, 1, chunks, channel)
+
+
+def _send_recv_pairs(ctx: Context) -> list[tuple[int, int]]:
     n = ctx.n
     if n == 1:
         return []
     if ctx.pattern == "ring":
-        return [Flow(i, (i + 1) % n, m) for i in range(n)]
+        return [(i, (i + 1) % n) for i in range(n)]
     if ctx.pattern == "bidir_ring":
         if n == 2:
-            return [Flow(0, 1, m), Flow(1, 0, m)]
-        return [Flow(i, (i + d) % n, m) for i in range(n) for d in (1, -1)]
-    return [Flow(i, i ^ 1, m) for i in range(n) if (i ^ 1) < n]  # pairs
+            return [(0, 1), (1, 0)]
+        return [(i, (i + d) % n) for i in range(n) for d in (1, -1)]
+    return [(i, i ^ 1) for i in range(n) if (i ^ 1) < n]  # pairs
 
 
 @register
@@ -94,6 +192,17 @@ class TwoShot(Algorithm):
     def steps(self, kind: str, ctx: Context) -> int:
         return 2 if ctx.n > 1 else 0
 
+    def channels(self, kind: str, ctx: Context) -> int:
+        return 3
+
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        peers = [j for j in range(ctx.n) if j != rank]
+        piece = m / ctx.n / chunks
+        yield from _pipelined(lambda c: [_exchange(rank, peers, piece, (c, "rs")),
+                                         _exchange(rank, peers, piece, (c, "ag"))],
+                              2, chunks, channel)
+
 
 @register
 class OneShot(Algorithm):
@@ -106,6 +215,19 @@ class OneShot(Algorithm):
 
     def steps(self, kind: str, ctx: Context) -> int:
         return 1 if ctx.n > 1 else 0
+
+    def channels(self, kind: str, ctx: Context) -> int:
+        return 2
+
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        peers = [j for j in range(ctx.n) if j != rank]
+
+        def pull(c: int) -> list[Phase]:  # the reader issues the loads
+            return [(tuple(((j,), (rank,), m / chunks, (c, j)) for j in peers),
+                     tuple((c, j) for j in peers))]
+
+        yield from _pipelined(pull, 1, chunks, channel)
 
 
 @register
@@ -133,6 +255,32 @@ class Nvls(Algorithm):
             return 0
         return 2 if kind == "all_reduce" else 1
 
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        n = ctx.n
+        if n == 1:
+            return
+        everyone = tuple(range(n))
+        if kind == "reduce":
+            if rank == ctx.root:
+                for c in range(chunks):
+                    yield (SEND, everyone, (rank,), m / chunks, c)
+                    yield (RECV, c)
+            return
+        piece = m / n / chunks
+
+        def phases(c: int) -> list[Phase]:
+            load = ((everyone, (rank,), piece, (c, "ld", rank)),)  # multimem.ld_reduce
+            if kind == "reduce_scatter":
+                return [(load, ((c, "ld", rank),))]
+            store = (((rank,), everyone, piece, (c, "st", rank)),)  # multimem.st
+            return [(load, ((c, "ld", rank),)), (store, tuple((c, "st", j) for j in everyone))]
+
+        yield from _pipelined(phases, 1 if kind == "reduce_scatter" else 2, chunks, channel)
+
+    def channels(self, kind: str, ctx: Context) -> int:
+        return {"all_reduce": 3, "reduce_scatter": 2}.get(kind, 1)
+
 
 @register
 class Multicast(Algorithm):
@@ -151,6 +299,104 @@ class Multicast(Algorithm):
 
     def steps(self, kind: str, ctx: Context) -> int:
         return 1 if ctx.n > 1 else 0
+
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        n = ctx.n
+        if n == 1:
+            return
+        everyone = tuple(range(n))
+
+        def phase(c: int) -> list[Phase]:
+            if kind == "all_gather":
+                return [((((rank,), everyone, m / chunks, (c, rank)),),
+                         tuple((c, j) for j in everyone))]
+            sends = (((rank,), everyone, m / chunks, c),) if rank == ctx.root else ()
+            return [(sends, (c,))]
+
+        yield from _pipelined(phase, 1, chunks, channel)
+
+    def channels(self, kind: str, ctx: Context) -> int:
+        return 2
+
+
+@register
+class Pairwise(Algorithm):
+    name = "pairwise"
+    kinds = ("all_to_all",)
+    summary = "n-1 rounds; in round k rank i sends to i+k and receives from i-k"
+
+    def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
+        return [Flow(i, j, m / ctx.n) for i, j in _pairs(ctx.n)]
+
+    def steps(self, kind: str, ctx: Context) -> int:
+        return ctx.n - 1
+
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        n = ctx.n
+        for c in range(chunks):
+            for k in range(1, n):
+                yield (SEND, (rank,), ((rank + k) % n,), m / n / chunks, (c, k))
+                yield (RECV, (c, k))
+
+
+def _tree(n: int, which: int) -> tuple[list[int], list[int]]:
+    """(rank at each heap position, position of each rank) of binary tree ``which``: tree 0 is
+    the heap order, tree 1 its mirror, so most inner ranks of one tree are leaves of the other
+    (NCCL's double binary tree)."""
+    at = list(range(n)) if which == 0 else [n - 1 - p for p in range(n)]
+    pos = [0] * n
+    for p, r in enumerate(at):
+        pos[r] = p
+    return at, pos
+
+
+@register
+class Tree(Algorithm):
+    name = "tree"
+    kinds = ("all_reduce",)
+    summary = "double binary tree: half the buffer reduced up and broadcast down each tree"
+
+    def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
+        flows: list[Flow] = []
+        for which in (0, 1):
+            at, _ = _tree(ctx.n, which)
+            for p in range(1, ctx.n):
+                child, parent = at[p], at[(p - 1) // 2]
+                flows += [Flow(child, parent, m / 2), Flow(parent, child, m / 2)]
+        return flows
+
+    def steps(self, kind: str, ctx: Context) -> int:
+        return 2 * (ctx.n.bit_length() - 1) if ctx.n > 1 else 0
+
+    def channels(self, kind: str, ctx: Context) -> int:
+        return 4  # (tree 0, tree 1) x (reduce up, broadcast down), as NCCL's split warps
+
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        n = ctx.n
+        if n == 1:
+            return
+        which, down = divmod(channel, 2)
+        at, pos = _tree(n, which)
+        p = pos[rank]
+        kids = [at[q] for q in (2 * p + 1, 2 * p + 2) if q < n]
+        parent = at[(p - 1) // 2] if p else None
+        piece = m / 2 / chunks
+        for c in range(chunks):
+            if not down:
+                if kids:
+                    yield (WAITALL, tuple(("up", which, c, k) for k in kids))
+                if parent is not None:
+                    yield (SEND, (rank,), (parent,), piece, ("up", which, c, rank))
+                continue
+            if parent is None:  # the root turns the reduced chunk around
+                yield (WAITALL, tuple(("up", which, c, k) for k in kids))
+            else:
+                yield (RECV, ("down", which, c))
+            if kids:
+                yield (BATCH, tuple(((rank,), (k,), piece, ("down", which, c)) for k in kids))
 
 
 @register
@@ -191,3 +437,30 @@ class Hierarchical(Algorithm):
 
     def steps(self, kind: str, ctx: Context) -> int:
         return 4 if kind == "all_reduce" else 2
+
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        g, k = ctx.per_node, ctx.nodes
+        node, local = divmod(rank, g)
+        here = [node * g + j for j in range(g) if j != local]
+        across = [x * g + local for x in range(k) if x != node]
+
+        def phases(c: int) -> list[Phase]:
+            if kind == "all_gather":
+                return [_exchange(rank, across, m / chunks, (c, "x")),
+                        _exchange(rank, here, k * m / chunks, (c, "in"))]
+            out = [_exchange(rank, here, m / g / chunks, (c, "rs")),
+                   _exchange(rank, across, m / (g * k) / chunks, (c, "xrs"))]
+            if kind == "all_reduce":
+                out += [_exchange(rank, across, m / (g * k) / chunks, (c, "xag")),
+                        _exchange(rank, here, m / g / chunks, (c, "ag"))]
+            return out
+
+        yield from _pipelined(phases, self._phases(kind), chunks, channel)
+
+    @staticmethod
+    def _phases(kind: str) -> int:
+        return 4 if kind == "all_reduce" else 2
+
+    def channels(self, kind: str, ctx: Context) -> int:
+        return self._phases(kind) + 1

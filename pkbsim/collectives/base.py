@@ -9,9 +9,23 @@ route those flows over a topology's links.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 SWITCH = -1  # flow endpoint: the NVSwitch itself (multicast / in-switch reduction)
+
+# A rank's program, as the simulator runs it, is a sequence of primitives (plain tuples, as
+# they are made by the million):
+#   (SEND, srcs, dsts, nbytes, tag)  move nbytes from every src to every dst (one rank each for
+#       point to point; several through the switch for multicast / in-switch reduction); the
+#       issuing rank waits until the bytes have left. The data is usable at each dst one step
+#       latency later, under the key (tag, dst).
+#   (BATCH, ((srcs, dsts, nbytes, tag), ...))  start several sends at once; wait for all.
+#   (RECV, tag)  wait until data tagged ``tag`` has arrived at this rank.
+#   (WAITALL, (tag, ...))  wait for several arrivals.
+SEND, BATCH, RECV, WAITALL = 0, 1, 2, 3
+Prim = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,16 @@ class Algorithm(ABC):
     @abstractmethod
     def steps(self, kind: str, ctx: Context) -> int:
         """Synchronisation steps on the critical path (0 if nothing moves)."""
+
+    @abstractmethod
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        """Group rank ``rank``'s primitives on ``channel`` for one call, the buffer split into
+        ``chunks`` pipelined pieces. Over all ranks and channels the bytes equal ``flows``."""
+
+    def channels(self, kind: str, ctx: Context) -> int:
+        """Independent programs each rank runs side by side (e.g. one per tree)."""
+        return 1
 
     def applies(self, kind: str, ctx: Context) -> bool:
         if kind not in self.kinds:

@@ -192,6 +192,8 @@ def _latency(f: Fields) -> Latency:
         kernel_launch_us=f.num("kernel_launch_us", lo=0),
         host_launch_us=f.num("host_launch_us", lo=0),
         nccl_call_us=f.num("nccl_call_us", lo=0),
+        host_collective_us=f.num("host_collective_us", lo=0),
+        host_sync_us=f.num("host_sync_us", lo=0),
     )
     f.done()
     return out

@@ -124,6 +124,8 @@ class Latency:
     kernel_launch_us: float  # GPU-side cost of one kernel (back-to-back or in a graph)
     host_launch_us: float  # host cost to issue one eager op
     nccl_call_us: float  # one small eager NCCL collective, end to end
+    host_collective_us: float = 0.0  # host cost to issue one eager torch.distributed call
+    host_sync_us: float = 0.0  # host cost of one synchronisation once the stream has drained
 
 
 @dataclass(frozen=True)

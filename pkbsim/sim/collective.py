@@ -1,0 +1,187 @@
+"""One collective call, run as every member's program of sends and receives over the network.
+
+Each member enters when its stream reaches the call; after the mechanism's start latency its
+programs (one per channel) run. A send starts only once every rank it touches has entered (a
+peer's buffer is ready), moves its bytes as one fluid flow, and its data is usable at the
+destination one step latency later (a flag exchange; the network latency when it crosses a NIC).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pkbsim.collectives.base import BATCH, RECV, SEND, WAITALL, Algorithm, Context, Prim
+from pkbsim.topology.schema import Mechanism
+
+if TYPE_CHECKING:
+    from pkbsim.sim.engine import Simulation
+    from pkbsim.sim.network import Flow
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """How one call is carried out."""
+
+    algorithm: Algorithm
+    mechanism: Mechanism
+    kind: str
+    nbytes: float  # the buffer each rank hands to the call (nccl-tests' convention)
+    ctx: Context
+    chunks: int
+    start_latency_s: float  # once per rank, before its programs start (launch, handshake)
+    step_latency_s: float  # per message inside a node, before the receiver may use it
+    net_latency_s: float  # per message that crosses a NIC
+    comm_sms: int  # SMs the call's kernel holds on each rank (0: copy engine)
+    label: str = ""  # op id, for records
+
+
+class _Channel:
+    __slots__ = ("it", "rank", "waiting")
+
+    def __init__(self, rank: int, it: Iterator[Prim]) -> None:
+        self.rank = rank
+        self.it = it
+        self.waiting = 0
+
+
+class CollectiveRun:
+    """One call across ``members`` (global ranks; group rank i is members[i])."""
+
+    def __init__(self, sim: Simulation, spec: CallSpec, members: list[int]) -> None:
+        self.sim = sim
+        self.spec = spec
+        self.members = members
+        n = len(members)
+        self.finishers: list[Callable[[], None] | None] = [None] * n  # per rank, set on entry
+        self.nodes: list[Any] = [None] * n  # each member's node (for the critical path)
+        self.ready = [False] * n
+        self.entered_at: list[float | None] = [None] * n
+        self._open = [0] * n
+        self._arrived: set[Any] = set()
+        self._waiters: dict[Any, list[_Channel]] = {}
+        self._parked: dict[int, list[tuple[_Channel, tuple[Any, ...], list[int]]]] = {}
+        self.done_at: list[float | None] = [None] * n
+        self._all_ready = False
+        self._routes: dict[tuple[Any, ...], tuple[Any, float, tuple[Any, ...]]] = {}
+
+    # ------------------------------------------------------------ entry
+
+    def enter(self, rank: int) -> None:
+        """Group rank ``rank`` has reached the call on its stream."""
+        self.entered_at[rank] = self.sim.env.now
+        delay = self.spec.start_latency_s
+        if delay > 0:
+            ev = self.sim.env.timeout(delay)
+            ev.callbacks.append(lambda _e: self._start(rank))
+        else:
+            self._start(rank)
+
+    def _start(self, rank: int) -> None:
+        spec = self.spec
+        self.ready[rank] = True
+        channels = spec.algorithm.channels(spec.kind, spec.ctx) if spec.ctx.n > 1 else 1
+        self._open[rank] = channels
+        for c in range(channels):
+            it = spec.algorithm.program(spec.kind, spec.nbytes, spec.ctx, rank, spec.chunks, c)
+            self._advance(_Channel(rank, iter(it)))
+        for parked in self._parked.pop(rank, []):
+            self._try_send(*parked)
+
+    # ------------------------------------------------------------ programs
+
+    def _advance(self, ch: _Channel) -> None:
+        arrived = self._arrived
+        for prim in ch.it:
+            op = prim[0]
+            if op == SEND:
+                ch.waiting = 1
+                self._try_send(ch, prim[1:], [])
+                return
+            if op == BATCH:
+                ch.waiting = len(prim[1])
+                for send in prim[1]:
+                    self._try_send(ch, send, [])
+                return
+            if op == RECV:
+                key = (prim[1], ch.rank)
+                if key not in arrived:
+                    ch.waiting = 1
+                    self._waiters.setdefault(key, []).append(ch)
+                    return
+            elif op == WAITALL:
+                missing = 0
+                for tag in prim[1]:
+                    key = (tag, ch.rank)
+                    if key not in arrived:
+                        missing += 1
+                        self._waiters.setdefault(key, []).append(ch)
+                if missing:
+                    ch.waiting = missing
+                    return
+        self._open[ch.rank] -= 1
+        if self._open[ch.rank] == 0:
+            self.done_at[ch.rank] = self.sim.env.now
+            finisher = self.finishers[ch.rank]
+            if finisher is not None:
+                finisher()
+
+    def _wake(self, ch: _Channel) -> None:
+        ch.waiting -= 1
+        if ch.waiting == 0:
+            self._advance(ch)
+
+    def _try_send(self, ch: _Channel, send: tuple[Any, ...], _unused: list[int]) -> None:
+        srcs, dsts, nbytes, tag = send
+        if not self._all_ready:
+            for r in (*srcs, *dsts):
+                if not self.ready[r]:
+                    self._parked.setdefault(r, []).append((ch, send, _unused))
+                    return
+            self._all_ready = all(self.ready)
+        route = self._routes.get((srcs, dsts, ch.rank))
+        if route is None:
+            members = self.members
+            g_srcs = tuple(members[s] for s in srcs)
+            g_dsts = tuple(members[d] for d in dsts)
+            uses, crosses_nic = self.sim.uses(g_srcs, g_dsts, self.spec.mechanism,
+                                              members[ch.rank], self.spec.comm_sms)
+            latency = self.spec.net_latency_s if crosses_nic else self.spec.step_latency_s
+            route = self._routes[(srcs, dsts, ch.rank)] = (uses, latency, (g_srcs, g_dsts))
+        done = _SendDone(self, ch, dsts, tag, route[1])
+        self.sim.net.start(route[0], nbytes, done, tag=(self.spec.label, *route[2]))
+
+    def _arrive(self, dsts: tuple[int, ...], tag: Any) -> None:
+        for d in dsts:
+            key = (tag, d)
+            self._arrived.add(key)
+            waiting = self._waiters.pop(key, None)
+            if waiting:
+                for ch in waiting:
+                    self._wake(ch)
+
+
+class _SendDone:
+    __slots__ = ("ch", "dsts", "latency", "run", "tag")
+
+    def __init__(self, run: CollectiveRun, ch: _Channel, dsts: tuple[int, ...], tag: Any,
+                 latency: float) -> None:
+        self.run = run
+        self.ch = ch
+        self.dsts = dsts
+        self.tag = tag
+        self.latency = latency
+
+    def __call__(self, flow: Flow) -> None:
+        run = self.run
+        if run.sim.options.trace:
+            run.sim.record_flow(flow)
+        if self.latency > 0:
+            run.sim.net.call_later(self.latency, self._arrive, None)
+        else:
+            run._arrive(self.dsts, self.tag)
+        run._wake(self.ch)
+
+    def _arrive(self, _ev: object) -> None:
+        self.run._arrive(self.dsts, self.tag)

@@ -1,0 +1,265 @@
+"""The simulation engine: a simpy clock, the network of links, and a graph of timed nodes.
+
+Everything that takes time is a :class:`Node` on a track: a host thread's dispatch of an op
+(``rank3/host``), a kernel or a collective on a GPU stream (``rank3/stream0``). A node starts
+when every node it depends on has ended, spends its launch overhead, then runs its work: a
+fixed delay, a compute kernel (a flow over the GPU's HBM and SM links, so concurrent work slows
+it), or its rank's part of a collective call. Strategies (pkbsim/sim/strategies.py) build the
+graph; :meth:`Simulation.run` runs it. Nothing here prints or writes files.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+from pkbsim.collectives.base import SWITCH
+from pkbsim.roofline import fabric_for, link_efficiency
+from pkbsim.sim.collective import CallSpec, CollectiveRun
+from pkbsim.sim.network import Flow, Link, Network
+from pkbsim.topology.fabric import NIC
+from pkbsim.topology.schema import Mechanism, Topology
+
+
+@dataclass
+class Node:
+    """One timed piece of work on one track."""
+
+    id: int
+    rank: int
+    track: str  # "host", "stream0", ...
+    name: str  # the op id (or a label such as "sync")
+    iteration: int
+    launch_s: float = 0.0
+    deps: list[Node] = field(default_factory=list)
+    work: Work | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    # filled while running
+    ready: float | None = None  # all dependencies ended
+    start: float | None = None  # after the launch overhead
+    end: float | None = None
+    cause: Node | None = None  # the dependency that ended last
+    _left: int = 0
+    _dependents: list[Node] = field(default_factory=list)
+
+    def __hash__(self) -> int:
+        return self.id
+
+
+class Work:
+    """What a node does once started; calls ``done()`` when finished."""
+
+    def run(self, sim: Simulation, node: Node, done: Callable[[], None]) -> None:
+        raise NotImplementedError
+
+
+class Delay(Work):
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def run(self, sim: Simulation, node: Node, done: Callable[[], None]) -> None:
+        if self.seconds > 0:
+            ev = sim.env.timeout(self.seconds)
+            ev.callbacks.append(lambda _e: done())
+        else:
+            done()
+
+
+class Compute(Work):
+    """A kernel needing ``t_comp_s`` with every SM and ``hbm_bytes`` of memory traffic.
+
+    It is one flow over the GPU's HBM link (one unit per byte) and SM link (SM-seconds per
+    byte), so it runs at max(t_mem, t_comp) alone and slower when communication holds SMs or
+    moves bytes through the same HBM.
+    """
+
+    def __init__(self, t_comp_s: float, hbm_bytes: float) -> None:
+        self.t_comp_s = t_comp_s
+        self.hbm_bytes = hbm_bytes
+
+    def run(self, sim: Simulation, node: Node, done: Callable[[], None]) -> None:
+        hbm, sm = sim.hbm_link(node.rank), sim.sm_link(node.rank)
+        sms = sim.topo.gpu.sm_count
+        if self.hbm_bytes > 0:
+            uses = [(hbm, 1.0)]
+            if self.t_comp_s > 0:
+                uses.append((sm, sms * self.t_comp_s / self.hbm_bytes))
+            amount = self.hbm_bytes
+        elif self.t_comp_s > 0:
+            uses, amount = [(sm, float(sms))], self.t_comp_s
+        else:
+            done()
+            return
+        sim.net.start(uses, amount, lambda _f: done(), tag=(node.name, (node.rank,), ()))
+
+
+class Collective(Work):
+    """This rank's part of a collective call (one :class:`CollectiveRun` for all members)."""
+
+    def __init__(self, run: CollectiveRun, group_rank: int) -> None:
+        self.run_ = run
+        self.group_rank = group_rank
+
+    def run(self, sim: Simulation, node: Node, done: Callable[[], None]) -> None:
+        sms = self.run_.spec.comm_sms
+        sim.hold_sms(node.rank, sms)
+
+        def finished() -> None:
+            sim.hold_sms(node.rank, -sms)
+            done()
+
+        self.run_.finishers[self.group_rank] = finished
+        self.run_.nodes[self.group_rank] = node
+        self.run_.enter(self.group_rank)
+
+
+@dataclass
+class SimOptions:
+    iterations: int = 3  # back to back, as PKB times them; steady state from the second on
+    trace: bool = False  # keep every flow for the timeline
+    hbm_contention: bool = True  # communication reads and writes HBM at both ends
+
+
+class Simulation:
+    """One run: ``world_size`` ranks of ``topo`` placed node by node."""
+
+    def __init__(self, topo: Topology, world_size: int, options: SimOptions | None = None
+                 ) -> None:
+        self.topo = topo
+        self.world_size = world_size
+        self.options = options or SimOptions()
+        self.env = simpy.Environment()
+        self.net = Network(self.env)
+        self.fabric = fabric_for(topo)
+        self.nodes: list[Node] = []
+        self.runs: list[CollectiveRun] = []
+        self.flows: list[tuple[float, float, Any, float]] = []  # (start, end, tag, bytes)
+        self._uses: dict[tuple[Any, ...], tuple[list[tuple[Link, float]], bool]] = {}
+        self._held = [0] * world_size
+        self.comm_sm_seconds = [0.0] * world_size
+        self._held_since = [0.0] * world_size
+
+    # ------------------------------------------------------------ building
+
+    def node(self, rank: int, track: str, name: str, iteration: int, work: Work | None = None,
+             deps: list[Node] | None = None, launch_s: float = 0.0, **info: Any) -> Node:
+        node = Node(len(self.nodes), rank, track, name, iteration, launch_s,
+                    [d for d in (deps or []) if d is not None], work, info)
+        self.nodes.append(node)
+        return node
+
+    def collective(self, spec: CallSpec, members: list[int]) -> CollectiveRun:
+        run = CollectiveRun(self, spec, members)
+        self.runs.append(run)
+        return run
+
+    # ------------------------------------------------------------ links
+
+    def hbm_link(self, rank: int) -> Link:
+        return self.net.link(f"gpu{rank}.hbm", "hbm", self.topo.gpu.hbm_Bps)
+
+    def sm_link(self, rank: int) -> Link:
+        sms = self.topo.gpu.sm_count
+        return self.net.link(f"gpu{rank}.sm", "sm", float(max(sms - self._held[rank], 1)))
+
+    def hold_sms(self, rank: int, delta: int) -> None:
+        if delta == 0:
+            return
+        now = self.env.now
+        self.comm_sm_seconds[rank] += self._held[rank] * (now - self._held_since[rank])
+        self._held_since[rank] = now
+        self._held[rank] += delta
+        free = max(self.topo.gpu.sm_count - self._held[rank], 1)  # compute keeps one SM
+        self.net.set_capacity(self.sm_link(rank), float(free))
+
+    def uses(self, srcs: tuple[int, ...], dsts: tuple[int, ...], mech: Mechanism,
+             issuer: int, comm_sms: int) -> tuple[list[tuple[Link, float]], bool]:
+        """Links (with capacity per payload byte) a send crosses, and whether it crosses a NIC."""
+        key = (srcs, dsts, mech.name, issuer, comm_sms)
+        found = self._uses.get(key)
+        if found is not None:
+            return found
+        fabric, topo = self.fabric, self.topo
+        if len(srcs) == 1 and len(dsts) == 1:
+            ids = list(fabric.route(srcs[0], dsts[0]))
+        else:  # through the switch: each source's port out, each destination's port in
+            ids = [fabric.route(s, SWITCH)[0] for s in srcs]
+            ids += [fabric.route(SWITCH, d)[0] for d in dsts]
+        uses: list[tuple[Link, float]] = []
+        crosses = False
+        for link_id in ids:
+            link = fabric.link(link_id)
+            crosses = crosses or link.kind == NIC
+            eff = link_efficiency(topo, mech, link.kind)
+            uses.append((self.net.link(link_id, link.kind, link.line_Bps), 1.0 / eff))
+        if mech.traits.uses_sms and 0 < comm_sms < mech.sms_to_saturate:
+            rate = topo.peer_line_rate_GBps * 1e9 * mech.efficiency * comm_sms \
+                / mech.sms_to_saturate
+            uses.append((self.net.link(f"gpu{issuer}.comm_sms", "sm_issue", rate), 1.0))
+        if self.options.hbm_contention:
+            uses += [(self.hbm_link(s), 1.0) for s in srcs]
+            uses += [(self.hbm_link(d), 1.0) for d in dsts]
+        merged: dict[str, tuple[Link, float]] = {}
+        for link, w in uses:  # a rank both source and destination crosses its HBM twice
+            merged[link.id] = (link, merged[link.id][1] + w if link.id in merged else w)
+        found = self._uses[key] = (list(merged.values()), crosses)
+        return found
+
+    def record_flow(self, flow: Flow) -> None:
+        if self.options.trace:
+            self.flows.append((flow.start, self.env.now, flow.tag, flow.nbytes))
+
+    # ------------------------------------------------------------ running
+
+    def run(self) -> float:
+        """Run every node to its end; return the simulated time (seconds)."""
+        for node in self.nodes:
+            node._left = len(node.deps)
+            for dep in node.deps:
+                dep._dependents.append(node)
+        for node in self.nodes:
+            if node._left == 0:
+                self._ready(node, None)
+        collecting = gc.isenabled()
+        gc.disable()  # millions of short-lived tuples: the cyclic collector only slows us down
+        try:
+            self.env.run()
+        finally:
+            if collecting:
+                gc.enable()
+        unfinished = [n for n in self.nodes if n.end is None]
+        if unfinished:
+            n = unfinished[0]
+            raise RuntimeError(f"simulation stalled: {len(unfinished)} node(s) never ended, "
+                               f"first rank {n.rank} {n.track} {n.name}")
+        for r in range(self.world_size):
+            self.hold_sms(r, 0)
+            self.comm_sm_seconds[r] += self._held[r] * (self.env.now - self._held_since[r])
+        return float(self.env.now)
+
+    def _ready(self, node: Node, cause: Node | None) -> None:
+        node.ready = self.env.now
+        node.cause = cause
+        if node.launch_s > 0:
+            ev = self.env.timeout(node.launch_s)
+            ev.callbacks.append(lambda _e: self._start(node))
+        else:
+            self._start(node)
+
+    def _start(self, node: Node) -> None:
+        node.start = self.env.now
+        if node.work is None:
+            self._end(node)
+        else:
+            node.work.run(self, node, lambda: self._end(node))
+
+    def _end(self, node: Node) -> None:
+        node.end = self.env.now
+        for child in node._dependents:
+            child._left -= 1
+            if child._left == 0:
+                self._ready(child, node)

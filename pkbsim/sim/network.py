@@ -1,0 +1,249 @@
+"""Links shared by fluid flows: max-min fair rates by progressive filling, on a simpy clock.
+
+A flow moves ``nbytes`` of payload over a set of links; on each link it consumes ``weight`` bytes
+of capacity per payload byte (1 / efficiency for a transfer mechanism; other units for the SM
+and HBM links of a GPU). Whenever flows start or finish, the rates of the flows they share links
+with (their connected component) are recomputed together, once per instant: every flow in a
+component gets the same payload rate unless a link it crosses saturates first or its own cap
+(``cap_Bps``) binds (weighted max-min fairness, as SimGrid's linear max-min model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import simpy
+
+_EPS = 1e-12
+
+
+class Link:
+    __slots__ = ("capacity", "flows", "id", "kind", "wire_bytes")
+
+    def __init__(self, link_id: str, kind: str, capacity: float) -> None:
+        self.id = link_id
+        self.kind = kind
+        self.capacity = capacity  # units per second (bytes/s for data links)
+        self.flows: dict[int, Flow] = {}  # insertion order keeps runs deterministic
+        self.wire_bytes = 0.0  # capacity units consumed so far (integral of usage)
+
+
+class Flow:
+    __slots__ = ("cap", "finished", "id", "nbytes", "on_done", "rate", "remaining", "start",
+                 "tag", "updated", "uses", "version")
+
+    def __init__(self, flow_id: int, uses: list[tuple[Link, float]], nbytes: float,
+                 cap: float, on_done: Callable[[Flow], None], now: float, tag: Any) -> None:
+        self.id = flow_id
+        self.uses = uses
+        self.nbytes = nbytes
+        self.remaining = nbytes
+        self.cap = cap
+        self.on_done = on_done
+        self.rate = 0.0
+        self.updated = now
+        self.start = now
+        self.version = 0
+        self.tag = tag
+        self.finished = False
+
+
+class Network:
+    """All links of one simulation and the flows on them."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.links: dict[str, Link] = {}
+        self._next = 0
+        self._dirty: dict[int, Flow] = {}
+        self._dirty_links: dict[str, Link] = {}
+        self._flush_pending = False
+        self.flows_started = 0
+        self.rate_updates = 0
+        self._buckets: dict[float, list[tuple[Callable[[Any], None], Any]]] = {}
+
+    def call_later(self, delay: float, fn: Callable[[Any], None], arg: Any) -> None:
+        """Run ``fn(arg)`` ``delay`` seconds from now. Calls due at the same instant share one
+        simpy event (in lockstep collectives thousands are), and run in the order made."""
+        t = self.env.now + delay
+        bucket = self._buckets.get(t)
+        if bucket is None:
+            bucket = self._buckets[t] = []
+            self.env.timeout(delay, t).callbacks.append(self._run_bucket)
+        bucket.append((fn, arg))
+
+    def _run_bucket(self, ev: Any) -> None:
+        for fn, arg in self._buckets.pop(ev.value):
+            fn(arg)
+
+    def link(self, link_id: str, kind: str, capacity: float) -> Link:
+        found = self.links.get(link_id)
+        if found is None:
+            found = self.links[link_id] = Link(link_id, kind, capacity)
+        return found
+
+    def start(self, uses: list[tuple[Link, float]], nbytes: float,
+              on_done: Callable[[Flow], None], cap: float = float("inf"), tag: Any = None
+              ) -> Flow:
+        """Begin moving ``nbytes``; ``on_done(flow)`` runs when the last byte is through."""
+        self._next += 1
+        flow = Flow(self._next, uses, nbytes, cap, on_done, self.env.now, tag)
+        self.flows_started += 1
+        if nbytes <= 0 or not uses:
+            self.call_later(0.0, on_done, flow)
+            return flow
+        alone = True
+        for link, _w in uses:
+            if link.flows:
+                alone = False
+            link.flows[flow.id] = flow
+        if alone:  # nothing to share with (yet): its rate is set now
+            rate = cap
+            for link, w in uses:
+                if w > 0 and link.capacity < rate * w:
+                    rate = link.capacity / w
+            flow.rate = rate
+            flow.version = 1
+            self.rate_updates += 1
+            if rate > 0:
+                self.call_later(nbytes / rate, self._on_timeout, (flow, 1))
+        else:
+            self._dirty[flow.id] = flow
+            self._schedule_flush()
+        return flow
+
+    def set_capacity(self, link: Link, capacity: float) -> None:
+        """Change a link's capacity now (e.g. SMs taken by a communication kernel)."""
+        if capacity == link.capacity:
+            return
+        self._settle(link.flows.values())
+        link.capacity = capacity
+        self._dirty_links[link.id] = link
+        self._schedule_flush()
+
+    # ------------------------------------------------------------ internals
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_pending:
+            self._flush_pending = True
+            ev = self.env.timeout(0)
+            ev.callbacks.append(self._flush)
+
+    def _flush(self, _ev: object = None) -> None:
+        self._flush_pending = False
+        seeds = list(self._dirty.values())
+        for link in self._dirty_links.values():
+            seeds.extend(link.flows.values())
+        self._dirty.clear()
+        self._dirty_links.clear()
+        seen: dict[int, Flow] = {}
+        for seed in seeds:
+            if seed.id in seen or seed.finished or not seed.uses:
+                continue
+            component = self._component(seed)
+            seen.update((f.id, f) for f in component)
+            self._settle(component)
+            self._assign(component)
+
+    def _component(self, seed: Flow) -> list[Flow]:
+        uses = seed.uses
+        if len(uses) <= 2 and all(len(link.flows) == 1 for link, _ in uses):
+            return [seed]  # alone on its links: the common case
+        found: dict[int, Flow] = {seed.id: seed}
+        stack = [seed]
+        while stack:
+            flow = stack.pop()
+            for link, _w in flow.uses:
+                for other in link.flows.values():
+                    if other.id not in found:
+                        found[other.id] = other
+                        stack.append(other)
+        return list(found.values())
+
+    def _settle(self, flows: Any) -> None:
+        now = self.env.now
+        for f in flows:
+            if f.rate > 0 and now > f.updated:
+                moved = f.rate * (now - f.updated)
+                f.remaining = max(0.0, f.remaining - moved)
+                for link, w in f.uses:
+                    link.wire_bytes += moved * w
+            f.updated = now
+
+    def _assign(self, flows: list[Flow]) -> None:
+        rates = _max_min(flows)
+        for f in flows:
+            rate = rates[f.id]
+            if rate == f.rate and f.version > 0:
+                continue
+            f.rate = rate
+            f.version += 1
+            self.rate_updates += 1
+            if rate <= 0:
+                continue  # starved until another flow leaves
+            self.call_later(f.remaining / rate, self._on_timeout, (f, f.version))
+
+    def _on_timeout(self, due: tuple[Flow, int]) -> None:
+        flow, version = due
+        if flow.version == version and not flow.finished:
+            self._finish(flow)
+
+    def _finish(self, flow: Flow) -> None:
+        now = self.env.now
+        moved = flow.remaining if flow.rate > 0 else 0.0
+        for link, w in flow.uses:
+            link.wire_bytes += moved * w
+            del link.flows[flow.id]
+            if link.flows:
+                self._dirty_links[link.id] = link
+        flow.remaining = 0.0
+        flow.rate = 0.0
+        flow.updated = now
+        flow.finished = True
+        if self._dirty_links:
+            self._schedule_flush()
+        flow.on_done(flow)
+
+
+def _max_min(flows: list[Flow]) -> dict[int, float]:
+    """Weighted max-min fair payload rates by progressive filling."""
+    if len(flows) == 1:
+        f = flows[0]
+        rate = f.cap
+        for link, w in f.uses:
+            if w > 0:
+                rate = min(rate, link.capacity / w)
+        return {f.id: max(rate, 0.0)}
+    rates: dict[int, float] = {}
+    active: dict[int, Flow] = {f.id: f for f in flows}
+    links: dict[str, Link] = {}
+    for f in flows:
+        for link, _w in f.uses:
+            links[link.id] = link
+    spare = {lid: link.capacity for lid, link in links.items()}
+    while active:
+        weight: dict[str, float] = {}
+        for f in active.values():
+            for link, w in f.uses:
+                weight[link.id] = weight.get(link.id, 0.0) + w
+        level = float("inf")
+        for lid, wsum in weight.items():
+            if wsum > 0:
+                level = min(level, max(spare[lid], 0.0) / wsum)
+        level = min(level, min(f.cap for f in active.values()))
+        if level == float("inf"):  # no constraint at all (weights 0, no cap)
+            level = 0.0
+        tight = {lid for lid, wsum in weight.items()
+                 if wsum > 0 and max(spare[lid], 0.0) / wsum <= level * (1 + 1e-9) + _EPS}
+        frozen = [f for f in active.values()
+                  if f.cap <= level * (1 + 1e-9) + _EPS
+                  or any(link.id in tight for link, w in f.uses if w > 0)]
+        if not frozen:
+            frozen = list(active.values())
+        for f in frozen:
+            rates[f.id] = level
+            del active[f.id]
+            for link, w in f.uses:
+                spare[link.id] -= level * w
+    return rates

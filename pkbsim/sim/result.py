@@ -1,0 +1,204 @@
+"""What a simulation returns: predicted time, per-op breakdown, utilisation, critical path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pkbsim.sim.engine import Collective, Node, Simulation
+from pkbsim.sim.strategies import Builder, CommChoice, Strategy
+from pkbsim.task.schema import CommOp, TaskInstance
+from pkbsim.topology.schema import Topology
+from pkbsim.units import US
+
+DATA_LINK_KINDS = ("scale_up", "pcie", "pcie_uplink", "socket", "nic", "hbm")
+
+
+@dataclass(frozen=True)
+class OpTiming:
+    id: str
+    category: str  # comm | compute
+    kind: str
+    gpu_us: float  # busiest rank: time its GPU nodes of this op ran in the measured iteration
+    host_us: float  # slowest rank: host time spent on this op (dispatch and synchronisations)
+    start_us: float  # slowest rank: first start, from the measured iteration's start
+    end_us: float
+    choice: CommChoice | None
+
+
+@dataclass(frozen=True)
+class LinkUse:
+    id: str
+    kind: str
+    utilization: float  # bytes carried / (line rate x simulated time)
+    wire_bytes: float
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One step of the critical path."""
+
+    rank: int
+    track: str
+    name: str
+    start_us: float
+    end_us: float
+    why: str
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    rank: int
+    track: str
+    name: str
+    iteration: int
+    ready_us: float
+    start_us: float
+    end_us: float
+
+
+@dataclass(frozen=True)
+class FlowRecord:
+    start_us: float
+    end_us: float
+    label: str
+    srcs: tuple[int, ...]
+    dsts: tuple[int, ...]
+    nbytes: float
+
+
+@dataclass(frozen=True)
+class SimResult:
+    instance: TaskInstance
+    topology: Topology
+    strategy: Strategy
+    pieces: int  # custom_best: each op cut into this many pieces
+    iterations: int
+    predicted_us: float  # slowest rank, steady state per iteration (PKB's convention)
+    per_rank_us: tuple[float, ...]
+    slowest_rank: int
+    window_us: tuple[float, float]  # the measured iteration on the slowest rank
+    makespan_us: float
+    ops: tuple[OpTiming, ...]
+    links: tuple[LinkUse, ...]
+    sm_utilization: tuple[float, ...]
+    critical_path: tuple[Segment, ...]
+    nodes: tuple[NodeRecord, ...] = field(repr=False)
+    flows: tuple[FlowRecord, ...] = field(repr=False)
+    flows_started: int = 0
+    rate_updates: int = 0
+    topology_overrides: dict[str, object] = field(default_factory=dict, hash=False)
+    tried: dict[int, float] = field(default_factory=dict, hash=False)  # pieces -> predicted
+
+
+def _us(t: float | None) -> float:
+    return round((t or 0.0) / US, 6)
+
+
+def summarize(sim: Simulation, builder: Builder, inst: TaskInstance, strategy: Strategy,
+              iterations: int) -> SimResult:
+    w = inst.world_size
+    ends = builder.ends
+    times = [[e[r].end or 0.0 for r in range(w)] for e in ends]
+    if iterations >= 2:
+        per_rank = [(times[-1][r] - times[0][r]) / (iterations - 1) for r in range(w)]
+    else:
+        per_rank = [times[0][r] for r in range(w)]
+    slowest = max(range(w), key=lambda r: (per_rank[r], -r))
+    last = iterations - 1
+    t0 = times[-2][slowest] if iterations >= 2 else 0.0
+    window = (t0, times[-1][slowest])
+    makespan = sim.env.now
+    return SimResult(
+        instance=inst, topology=sim.topo, strategy=strategy, pieces=builder.pieces,
+        iterations=iterations, predicted_us=_us(per_rank[slowest]),
+        per_rank_us=tuple(_us(t) for t in per_rank), slowest_rank=slowest,
+        window_us=(_us(window[0]), _us(window[1])), makespan_us=_us(makespan),
+        ops=_op_timings(sim, builder, inst, last, slowest, t0),
+        links=_links(sim, makespan), sm_utilization=_sm_use(sim, makespan),
+        critical_path=_critical_path(ends[-1][slowest], last),
+        nodes=tuple(NodeRecord(n.rank, n.track, n.name, n.iteration, _us(n.ready),
+                               _us(n.start), _us(n.end)) for n in sim.nodes),
+        flows=tuple(FlowRecord(_us(a), _us(b), str(tag[0]), tuple(tag[1]), tuple(tag[2]), nb)
+                    for a, b, tag, nb in sim.flows),
+        flows_started=sim.net.flows_started, rate_updates=sim.net.rate_updates,
+    )
+
+
+def _op_timings(sim: Simulation, builder: Builder, inst: TaskInstance, last: int,
+                slowest: int, t0: float) -> tuple[OpTiming, ...]:
+    gpu: dict[str, dict[int, float]] = {}
+    host: dict[str, float] = {}
+    span: dict[str, list[float]] = {}
+    for n in sim.nodes:
+        if n.iteration != last or n.start is None or n.end is None:
+            continue
+        name = n.name.split(":", 1)[0]
+        if n.track == "host":
+            if n.rank == slowest:
+                host[name] = host.get(name, 0.0) + (n.end - n.start)
+            continue
+        per = gpu.setdefault(name, {})
+        per[n.rank] = per.get(n.rank, 0.0) + (n.end - n.start)
+        if n.rank == slowest:
+            s = span.setdefault(name, [n.start, n.end])
+            s[0], s[1] = min(s[0], n.start), max(s[1], n.end)
+    out = []
+    for op in inst.ops:
+        s = span.get(op.id, [t0, t0])
+        out.append(OpTiming(
+            op.id, op.category, op.kind, _us(max(gpu.get(op.id, {0: 0.0}).values())),
+            _us(host.get(op.id, 0.0)), _us(s[0] - t0), _us(s[1] - t0),
+            builder.choices.get(op.id) if isinstance(op, CommOp) else None))
+    return tuple(out)
+
+
+def _links(sim: Simulation, makespan: float) -> tuple[LinkUse, ...]:
+    out = []
+    for link in sim.net.links.values():
+        if link.kind not in DATA_LINK_KINDS or makespan <= 0:
+            continue
+        out.append(LinkUse(link.id, link.kind,
+                           round(link.wire_bytes / (link.capacity * makespan), 6),
+                           round(link.wire_bytes, 3)))
+    return tuple(sorted(out, key=lambda u: (-u.utilization, u.id)))
+
+
+def _sm_use(sim: Simulation, makespan: float) -> tuple[float, ...]:
+    sms = sim.topo.gpu.sm_count
+    out = []
+    for r in range(sim.world_size):
+        link = sim.net.links.get(f"gpu{r}.sm")
+        compute = link.wire_bytes if link else 0.0
+        busy = compute + sim.comm_sm_seconds[r]
+        out.append(round(min(busy / (sms * makespan), 1.0), 6) if makespan > 0 else 0.0)
+    return tuple(out)
+
+
+def _critical_path(end: Node, last: int) -> tuple[Segment, ...]:
+    """Walk back from the slowest rank's iteration end along the dependency that ended last;
+    a collective that waited for a late peer continues at that peer."""
+    path: list[Segment] = []
+    node: Node | None = end
+    seen: set[int] = set()
+    while node is not None and node.iteration == last and node.id not in seen:
+        seen.add(node.id)
+        nxt = node.cause
+        why = "host" if node.track == "host" else "gpu"
+        if isinstance(node.work, Collective):
+            run = node.work.run_
+            entered = [t if t is not None else -1.0 for t in run.entered_at]
+            late = max(range(len(entered)), key=lambda g: (entered[g], -g))
+            peer = run.nodes[late]
+            if peer is not None and peer is not node and entered[late] > (node.start or 0.0):
+                why = f"waits for rank {peer.rank}"
+                path.append(_segment(node, why))
+                node = peer
+                continue
+        if (node.end or 0.0) > (node.ready or 0.0):
+            path.append(_segment(node, why))
+        node = nxt
+    return tuple(reversed(path))
+
+
+def _segment(node: Node, why: str) -> Segment:
+    return Segment(node.rank, node.track, node.name, _us(node.ready), _us(node.end), why)

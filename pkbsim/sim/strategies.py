@@ -1,0 +1,365 @@
+"""Strategies: how a task's ops become timed nodes on host threads, GPU streams and links.
+
+``nccl_reference`` is what PKB's reference does: one Python thread per rank issues every op
+eagerly (host dispatch per kernel launch and per torch.distributed call), one stream runs them
+in order, each collective is an NCCL kernel with the algorithm and protocol NCCL's tuner picks,
+and every ``.item()``-like host synchronisation drains the stream. ``custom_best`` is the best
+kernel the machine allows: one persistent kernel per iteration (one launch, no host
+synchronisation), each collective on the (algorithm, mechanism) with the least alpha-beta time
+at its size, ops run as soon as their inputs exist (independent work overlaps), and every op is
+cut into pieces so that communication overlaps the compute that produces or consumes it.
+Per-op overrides (mechanism, algorithm, protocol, chunks, SMs) change either.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pkbsim.collectives import ALGORITHMS
+from pkbsim.collectives.base import Context
+from pkbsim.errors import UsageError
+from pkbsim.roofline import (
+    _context,
+    bound_comm_op,
+    bound_compute_op,
+    fits,
+    group_members,
+)
+from pkbsim.sim import nccl
+from pkbsim.sim.collective import CallSpec
+from pkbsim.sim.engine import Collective, Compute, Delay, Node, Simulation
+from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
+from pkbsim.units import US
+
+STRATEGIES = ("nccl_reference", "custom_best")
+OVERRIDE_KEYS = ("mechanism", "algorithm", "protocol", "chunks", "sms")
+CHUNK_CHOICES = (1, 2, 4, 8)  # custom_best tries each and keeps the fastest
+MAX_INSTANCES = 64  # a compute op repeated more often runs as this many larger instances
+
+
+@dataclass(frozen=True)
+class OpOverride:
+    mechanism: str | None = None
+    algorithm: str | None = None
+    protocol: str | None = None  # nccl_reference: LL, LL128 or Simple
+    chunks: int | None = None
+    sms: int | None = None  # SMs given to this op's communication
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str  # nccl_reference | custom_best
+    overrides: dict[str, OpOverride] = field(default_factory=dict, hash=False)
+    chunks: int | None = None  # custom_best: pieces per op (None: the fastest of CHUNK_CHOICES)
+    source: str = "built-in"
+
+
+@dataclass(frozen=True)
+class CommChoice:
+    """How one comm op is carried (reported per op)."""
+
+    op: str
+    algorithm: str
+    mechanism: str
+    protocol: str | None
+    chunks: int  # pipelined pieces inside the algorithm
+    pieces: int  # custom_best: the op cut into this many calls to overlap with compute
+    sms: int
+    estimate_us: float | None  # NCCL's own alpha-beta estimate (nccl_reference)
+
+
+CUSTOM_CHUNK_BYTES = 64 * 1024  # custom kernels pipeline at a finer grain than NCCL's steps
+
+
+def algorithm_chunks(alg: str, kind: str, m: float, n: int, chunk_bytes: float) -> int:
+    """Pipelining inside one call, for the algorithms whose phases or hops depend on each
+    other (chains, trees, NVLS, two-shot, hierarchical); rings and direct sends need none."""
+    if alg == "ring" and kind in ("broadcast", "reduce"):
+        size = m
+    elif alg == "tree":
+        size = m / 2
+    elif alg in ("nvls", "two_shot", "hierarchical"):
+        size = m / max(n, 1)
+    else:
+        return 1
+    return max(1, min(math.ceil(size / chunk_bytes), nccl.MAX_CHUNKS))
+
+
+class Builder:
+    """Builds the node graph of ``iterations`` back-to-back iterations of one task."""
+
+    def __init__(self, sim: Simulation, inst: TaskInstance, strategy: Strategy,
+                 pieces: int = 1) -> None:
+        self.sim = sim
+        self.inst = inst
+        self.topo = sim.topo
+        self.strategy = strategy
+        self.pieces = pieces
+        self.w = inst.world_size
+        self.choices: dict[str, CommChoice] = {}
+        self.ends: list[list[Node]] = []  # [iteration][rank] end markers
+        self._groups: dict[str, list[list[int]]] = {}
+        self._specs: dict[tuple[str, int, int], CallSpec] = {}
+        known = {op.id for op in inst.ops}
+        for key in strategy.overrides:
+            if key not in known:
+                raise UsageError(f"override for unknown op {key!r}; ops: {', '.join(known)}")
+
+    # ------------------------------------------------------------ shared
+
+    def groups(self, op: CommOp) -> list[list[int]]:
+        if op.id not in self._groups:
+            self._groups[op.id] = group_members(op, self.w)
+        return self._groups[op.id]
+
+    def spec(self, op: CommOp, rep: int, nbytes: float) -> CallSpec:
+        """The call for repeat ``rep`` (rotating roots differ), bytes ``nbytes`` per rank."""
+        root = (op.root + rep) % op.group_size if op.rotate_root else op.root
+        key = (op.id, root, int(nbytes))
+        found = self._specs.get(key)
+        if found is None:
+            found = self._specs[key] = self._make_spec(op, root, nbytes)
+        return found
+
+    def _make_spec(self, op: CommOp, root: int, nbytes: float) -> CallSpec:
+        ctx = replace(_context(op, self.groups(op)[0], self.topo), root=root)
+        ov = self.strategy.overrides.get(op.id, OpOverride())
+        if self.strategy.name == "nccl_reference":
+            return self._nccl_spec(op, ctx, nbytes, ov)
+        return self._custom_spec(op, ctx, nbytes, ov)
+
+    def _nccl_spec(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride) -> CallSpec:
+        fabric = self.sim.fabric
+        if ov.algorithm and ov.algorithm not in ALGORITHMS:
+            raise UsageError(f"op {op.id}: unknown algorithm {ov.algorithm!r}")
+        if ov.protocol and ov.protocol not in nccl.PROTOCOLS:
+            raise UsageError(f"op {op.id}: unknown protocol {ov.protocol!r} "
+                             f"(expected {', '.join(nccl.PROTOCOLS)})")
+        choice = nccl.choose(op, nbytes, ctx, self.w, fabric, ov.algorithm, ov.protocol)
+        mech = self.topo.mechanisms[ov.mechanism or choice.mechanism] if (
+            ov.mechanism in self.topo.mechanisms or ov.mechanism is None) else None
+        if mech is None:
+            raise UsageError(f"op {op.id}: topology {self.topo.name} has no mechanism "
+                             f"{ov.mechanism!r}")
+        alg = ALGORITHMS[choice.algorithm]
+        if not alg.applies(op.kind, ctx):
+            raise UsageError(f"op {op.id}: algorithm {alg.name} cannot carry {op.kind}")
+        chunks = ov.chunks or choice.chunks
+        sms = ov.sms if ov.sms is not None else (mech.sms_to_saturate
+                                                  if mech.traits.uses_sms else 0)
+        self.choices[op.id] = CommChoice(op.id, alg.name, mech.name, choice.protocol, chunks,
+                                         1, sms, round(choice.estimate_s / US, 6))
+        return CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, choice.start_latency_s,
+                        choice.step_latency_s, choice.net_latency_s, sms, op.id)
+
+    def _custom_spec(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride
+                     ) -> CallSpec:
+        topo = self.topo
+        bound = bound_comm_op(replace(op, bytes_per_rank=nbytes, repeat=1, imbalance=1.0),
+                              self.inst, self.sim.fabric)
+        cands = [c for c in bound.candidates
+                 if (ov.mechanism is None or c.mechanism == ov.mechanism)
+                 and (ov.algorithm is None or c.algorithm == ov.algorithm)]
+        if not cands:
+            what = " and ".join(f"{k} {v}" for k, v in (("mechanism", ov.mechanism),
+                                                         ("algorithm", ov.algorithm)) if v)
+            options = sorted({f"{c.algorithm}/{c.mechanism}" for c in bound.candidates})
+            raise UsageError(f"op {op.id}: no way to carry {op.kind} with {what} on "
+                             f"{topo.name} (possible: {', '.join(options)})")
+        best = min(cands, key=lambda c: (c.t_total_s, c.t_bw_s))
+        mech = topo.mechanisms[best.mechanism]
+        alg = ALGORITHMS[best.algorithm]
+        assert fits(alg, mech, op.kind)
+        chunks = ov.chunks or algorithm_chunks(alg.name, op.kind, nbytes, ctx.n,
+                                               CUSTOM_CHUNK_BYTES)
+        sms = ov.sms if ov.sms is not None else (mech.sms_to_saturate
+                                                  if mech.traits.uses_sms else 0)
+        if mech.traits.uses_sms and sms < 1:
+            raise UsageError(f"op {op.id}: {mech.name} moves data with SMs; give it >= 1")
+        net = topo.scale_out.latency_us * US if topo.scale_out else 0.0
+        self.choices[op.id] = CommChoice(op.id, alg.name, mech.name, None, chunks,
+                                         self.pieces_of(op), sms, None)
+        return CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, mech.latency_s,
+                        mech.step_latency_s, net, sms, op.id)
+
+    def pieces_of(self, op: CommOp | ComputeOp) -> int:
+        ov = self.strategy.overrides.get(op.id)
+        if isinstance(op, CommOp) and ov is not None and ov.chunks:
+            return 1  # an explicit chunks override sets the algorithm's pipelining instead
+        return self.pieces
+
+    def collective_nodes(self, op: CommOp, rep: int, nbytes: float, deps: Mapping[int, list[Node]],
+                         it: int, launch_s: float, piece: int = 0) -> dict[int, Node]:
+        """One call of ``op`` in every group: one node per rank."""
+        spec = self.spec(op, rep, nbytes)
+        out: dict[int, Node] = {}
+        for members in self.groups(op):
+            run = self.sim.collective(spec, members)
+            for g, r in enumerate(members):
+                out[r] = self.sim.node(r, "stream0", op.id, it, Collective(run, g),
+                                       deps[r], launch_s, repeat=rep, piece=piece)
+        return out
+
+    # ------------------------------------------------------------ strategies
+
+    def build(self, iterations: int) -> None:
+        host_prev: list[Node | None] = [None] * self.w
+        gpu_prev: list[Node | None] = [None] * self.w
+        for it in range(iterations):
+            if self.strategy.name == "nccl_reference":
+                self._reference_iteration(it, host_prev, gpu_prev)
+            else:
+                self._custom_iteration(it, host_prev, gpu_prev)
+            ends = [self.sim.node(r, "stream0", "iteration_end", it, None,
+                                  [host_prev[r], gpu_prev[r]]) for r in range(self.w)]
+            self.ends.append(ends)
+            gpu_prev[:] = ends
+
+    def _reference_iteration(self, it: int, host: list[Node | None],
+                             gpu: list[Node | None]) -> None:
+        sim, lat = self.sim, self.topo.latency
+        launch = lat.kernel_launch_us * US
+        for op in self.inst.ops:
+            if isinstance(op, CommOp):
+                for rep in range(op.repeat):
+                    issued = {r: sim.node(r, "host", op.id, it, Delay(lat.host_collective_us * US),
+                                          [host[r]], repeat=rep) for r in range(self.w)}
+                    nodes = self.collective_nodes(
+                        op, rep, op.bytes_per_rank * op.imbalance,
+                        {r: [issued[r], gpu[r]] for r in range(self.w)}, it, launch)
+                    for r in range(self.w):
+                        host[r], gpu[r] = issued[r], nodes[r]
+                        self._host_syncs(op.host_syncs, op.id, r, it, host, gpu)
+                continue
+            cb = bound_compute_op(op, self.topo)  # all repeats, busiest rank
+            kernels = max(op.repeat * op.launches, 1)
+            for r in range(self.w):
+                if not op.runs_on(r):
+                    continue
+                first = sim.node(r, "host", op.id, it, Delay(lat.host_launch_us * US), [host[r]])
+                work = sim.node(r, "stream0", op.id, it, Compute(cb.t_comp_s, cb.op.hbm_bytes
+                                                                 * op.repeat * op.imbalance),
+                                [first, gpu[r]], launch * kernels)
+                host[r], gpu[r] = first, work
+                if kernels > 1:  # the rest of the launches: the GPU cannot finish before them
+                    rest = sim.node(r, "host", op.id, it,
+                                    Delay(lat.host_launch_us * US * (kernels - 1)), [first])
+                    gpu[r] = sim.node(r, "stream0", op.id, it, None, [work, rest], launch)
+                    host[r] = rest
+                for _ in range(op.repeat):
+                    self._host_syncs(op.host_syncs, op.id, r, it, host, gpu)
+
+    def _host_syncs(self, count: int, name: str, r: int, it: int, host: list[Node | None],
+                    gpu: list[Node | None]) -> None:
+        for _ in range(count):
+            host[r] = self.sim.node(r, "host", f"{name}:sync", it,
+                                    Delay(self.topo.latency.host_sync_us * US), [host[r], gpu[r]])
+
+    def _custom_iteration(self, it: int, host: list[Node | None],
+                          gpu: list[Node | None]) -> None:
+        sim, lat = self.sim, self.topo.latency
+        kernel = {}
+        for r in range(self.w):
+            host[r] = sim.node(r, "host", "fused_kernel", it, Delay(lat.host_launch_us * US),
+                               [host[r]])
+            kernel[r] = sim.node(r, "stream0", "fused_kernel", it, None, [host[r], gpu[r]],
+                                 lat.kernel_launch_us * US)
+        # last piece of each instance of each op, per rank: op id -> [instance][rank]
+        done: dict[str, list[dict[int, Node]]] = {}
+        pieces_done: dict[str, list[dict[int, list[Node]]]] = {}
+        leaves: dict[int, list[Node]] = {r: [] for r in range(self.w)}
+        for op in self.inst.ops:
+            count = op.repeat if isinstance(op, CommOp) else min(op.repeat, MAX_INSTANCES)
+            k = self.pieces_of(op)
+            instances: list[dict[int, list[Node]]] = []
+            for i in range(count):
+                per_rank: dict[int, list[Node]] = {r: [] for r in range(self.w)}
+                for j in range(k):
+                    deps = {r: self._custom_deps(op, i, j, k, r, kernel[r], per_rank[r],
+                                                 instances, pieces_done)
+                            for r in range(self.w)}
+                    if isinstance(op, CommOp):
+                        nodes = self.collective_nodes(op, i, op.bytes_per_rank * op.imbalance / k,
+                                                      deps, it, 0.0, j)
+                    else:
+                        nodes = self._compute_nodes(op, count, k, deps, it, i, j)
+                    for r, node in nodes.items():
+                        per_rank[r].append(node)
+                instances.append(per_rank)
+            pieces_done[op.id] = instances
+            done[op.id] = [{r: ns[-1] for r, ns in inst.items() if ns} for inst in instances]
+        for instances in done.values():
+            for inst in instances:
+                for r, node in inst.items():
+                    leaves[r].append(node)
+        for r in range(self.w):
+            gpu[r] = sim.node(r, "stream0", "fused_kernel_end", it, None,
+                              [kernel[r], *leaves[r]])
+
+    def _custom_deps(self, op: CommOp | ComputeOp, i: int, j: int, k: int, r: int, kernel: Node,
+                     own: list[Node], instances: list[dict[int, list[Node]]],
+                     pieces_done: dict[str, list[dict[int, list[Node]]]]) -> list[Node]:
+        deps = [kernel]
+        if own:
+            deps.append(own[-1])  # pieces of one instance run in order
+        elif op.chain and i > 0 and instances[i - 1][r]:
+            deps.append(instances[i - 1][r][-1])
+        for dep_id in op.after:
+            dep = pieces_done.get(dep_id)
+            if not dep:
+                continue
+            # the same number of instances pairs them (instance i waits for instance i);
+            # otherwise every instance of the producer must be done
+            for inst in ([dep[i]] if len(dep) == self._count(op) else dep):
+                nodes = inst.get(r) or []
+                if nodes:
+                    deps.append(nodes[min(len(nodes) - 1, math.ceil((j + 1) * len(nodes) / k) - 1)])
+                else:  # the producer does not run on this rank: wait for it where it ran
+                    deps.extend(ns[-1] for ns in inst.values() if ns)
+        return deps
+
+    @staticmethod
+    def _count(op: CommOp | ComputeOp) -> int:
+        return op.repeat if isinstance(op, CommOp) else min(op.repeat, MAX_INSTANCES)
+
+    def _compute_nodes(self, op: ComputeOp, count: int, k: int, deps: Mapping[int, list[Node]],
+                       it: int, i: int, j: int) -> dict[int, Node]:
+        cb = bound_compute_op(op, self.topo)
+        share = 1.0 / (count * k)
+        out = {}
+        for r in range(self.w):
+            if op.runs_on(r):
+                out[r] = self.sim.node(r, "stream0", op.id, it,
+                                       Compute(cb.t_comp_s * share,
+                                               op.hbm_bytes * op.repeat * op.imbalance * share),
+                                       deps[r], 0.0, repeat=i, piece=j)
+        return out
+
+
+def parse_overrides(items: Mapping[str, Mapping[str, Any]], file: str = "--override"
+                    ) -> dict[str, OpOverride]:
+    """{op id: {key: value}} from a strategy file or ``--override OP.KEY=VALUE``."""
+    out: dict[str, OpOverride] = {}
+    for op_id, fields in items.items():
+        values: dict[str, Any] = {}
+        for key, value in fields.items():
+            if key not in OVERRIDE_KEYS:
+                raise UsageError(f"{file}: {op_id}.{key}: unknown key; expected one of "
+                                 + ", ".join(OVERRIDE_KEYS))
+            if key in ("chunks", "sms"):
+                try:
+                    number = int(value)
+                except (TypeError, ValueError):
+                    raise UsageError(f"{file}: {op_id}.{key}: expected an integer, got "
+                                     f"{value!r}") from None
+                if number < (1 if key == "chunks" else 0):
+                    raise UsageError(f"{file}: {op_id}.{key}: must be at least "
+                                     f"{1 if key == 'chunks' else 0}, got {number}")
+                values[key] = number
+            else:
+                values[key] = str(value)
+        out[str(op_id)] = OpOverride(**values)
+    return out
