@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from pkbsim.collectives.base import (
+    ALGORITHMS,
     BATCH,
     RECV,
     SEND,
@@ -464,3 +465,81 @@ class Hierarchical(Algorithm):
 
     def channels(self, kind: str, ctx: Context) -> int:
         return self._phases(kind) + 1
+
+
+@register
+class HierarchicalTree(Algorithm):
+    """Like ``hierarchical``, but the 1/g slice is all-reduced across nodes by a double binary
+    tree (as NCCL's tree and NVLS-tree at scale): more NIC bytes, 2 log2(k) network hops."""
+
+    name = "hierarchical_tree"
+    kinds = ("all_reduce",)
+    hierarchical = True
+    summary = "reduce-scatter inside each node, double binary tree across nodes, all-gather"
+
+    def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
+        g, k = ctx.per_node, ctx.nodes
+        flows = [Flow(x * g + i, x * g + j, 2 * m / g, "intra")
+                 for x in range(k) for i, j in _pairs(g)]
+        tree = ALGORITHMS["tree"].flows(kind, m / g, Context(n=k))
+        for local in range(g):
+            flows += [Flow(f.src * g + local, f.dst * g + local, f.nbytes, "inter") for f in tree]
+        return flows
+
+    def steps(self, kind: str, ctx: Context) -> int:
+        return 2 + (2 * (ctx.nodes.bit_length() - 1) if ctx.nodes > 1 else 0)
+
+    def channels(self, kind: str, ctx: Context) -> int:
+        return 7  # intra RS, (up, down) x 2 trees, intra AG, collect
+
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        g, k = ctx.per_node, ctx.nodes
+        node, local = divmod(rank, g)
+        here = [node * g + j for j in range(g) if j != local]
+        piece = m / g / chunks  # this rank's slice of one chunk
+        if channel == 0:
+            for c in range(chunks):
+                yield (BATCH, _exchange(rank, here, piece, (c, "rs"))[0])
+            return
+        if channel == 6:
+            for c in range(chunks):
+                yield (WAITALL, _exchange(rank, here, piece, (c, "ag"))[1])
+            return
+        rs_in = lambda c: _exchange(rank, here, piece, (c, "rs"))[1]  # noqa: E731
+        if channel == 5:  # all-gather a chunk once both trees have brought it back
+            for c in range(chunks):
+                tags: list[object] = list(rs_in(c))
+                for which in (0, 1):
+                    tags += self._result_tags(which, c, node, k, g, local)
+                yield (WAITALL, tuple(tags))
+                yield (BATCH, _exchange(rank, here, piece, (c, "ag"))[0])
+            return
+        which, down = divmod(channel - 1, 2)
+        at, pos = _tree(k, which)
+        p = pos[node]
+        kids = [at[q] * g + local for q in (2 * p + 1, 2 * p + 2) if q < k]
+        parent = at[(p - 1) // 2] * g + local if p else None
+        half = piece / 2
+        for c in range(chunks):
+            up_in = tuple(("up", which, c, kid) for kid in kids)
+            if not down:
+                yield (WAITALL, (*rs_in(c), *up_in))
+                if parent is not None:
+                    yield (SEND, (rank,), (parent,), half, ("up", which, c, rank))
+                continue
+            if parent is None:
+                yield (WAITALL, (*rs_in(c), *up_in))
+            else:
+                yield (RECV, ("down", which, c))
+            if kids:
+                yield (BATCH, tuple(((rank,), (kid,), half, ("down", which, c)) for kid in kids))
+
+    @staticmethod
+    def _result_tags(which: int, c: int, node: int, k: int, g: int, local: int
+                     ) -> list[object]:
+        at, pos = _tree(k, which)
+        p = pos[node]
+        if p:
+            return [("down", which, c)]
+        return [("up", which, c, at[q] * g + local) for q in (1, 2) if q < k]

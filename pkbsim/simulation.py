@@ -1,0 +1,84 @@
+"""The simulator's entry point: data files and a strategy in, one :class:`SimResult` out.
+
+Like :func:`pkbsim.analysis.analyze`, it loads, instantiates and computes; it never prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pkbsim.analysis import split_overrides
+from pkbsim.datafiles import looks_like_path
+from pkbsim.errors import UsageError
+from pkbsim.fields import Fields, load_yaml
+from pkbsim.sim import SimOptions, SimResult, simulate
+from pkbsim.sim.strategies import STRATEGIES, OpOverride, Strategy, parse_overrides
+from pkbsim.task.loader import instantiate, load_task
+from pkbsim.topology.loader import DEFAULT_TOPOLOGY, load_topology
+
+
+def load_strategy(name: str, overrides: Mapping[str, str] | None = None) -> Strategy:
+    """A built-in strategy name or a strategy file, plus ``--override OP.KEY=VALUE`` pairs."""
+    if name in STRATEGIES:
+        strategy = Strategy(name)
+    elif looks_like_path(name):
+        strategy = _strategy_file(Path(name))
+    else:
+        raise UsageError(f"unknown strategy {name!r}; expected {', '.join(STRATEGIES)} or a "
+                         "strategy file (.yaml)")
+    if overrides:
+        nested: dict[str, dict[str, str]] = {}
+        for dotted, value in overrides.items():
+            op_id, sep, key = dotted.partition(".")
+            if not sep or not op_id or not key:
+                raise UsageError(f"--override {dotted}={value}: expected OP.KEY=VALUE, e.g. "
+                                 "a2a_logits.mechanism=tma")
+            nested.setdefault(op_id, {})[key] = value
+        merged: dict[str, OpOverride] = dict(strategy.overrides)
+        for op_id, ov in parse_overrides(nested).items():
+            base = merged.get(op_id, OpOverride())
+            merged[op_id] = OpOverride(**{k: getattr(ov, k) if getattr(ov, k) is not None
+                                          else getattr(base, k)
+                                          for k in ("mechanism", "algorithm", "protocol",
+                                                    "chunks", "sms")})
+        strategy = Strategy(strategy.name, merged, strategy.chunks, strategy.source)
+    return strategy
+
+
+def _strategy_file(path: Path) -> Strategy:
+    """``base: custom_best`` (or nccl_reference), optional ``chunks: N``, and ``ops:`` with
+    per-op mechanism, algorithm, protocol, chunks and sms."""
+    if not path.is_file():
+        raise UsageError("no such file", file=str(path))
+    data, _sha = load_yaml(path, UsageError)
+    f = Fields(data, str(path), "", UsageError)
+    base = f.text("base", choices=STRATEGIES)
+    chunks = f.integer("chunks", lo=1) if f.has("chunks") else None
+    f.raw("chunks", None)
+    ops: dict[str, Any] = {}
+    for op_id, value in f.items("ops"):
+        if not isinstance(value, Mapping):
+            raise f.fail(f"ops.{op_id}", "expected a mapping of mechanism, algorithm, "
+                         "protocol, chunks, sms")
+        ops[str(op_id)] = value
+    f.done()
+    return Strategy(base, parse_overrides(ops, str(path)), chunks, str(path))
+
+
+def run_simulation(task: str, strategy: str = "nccl_reference",
+                   topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
+                   preset: str = "pkb", sets: Mapping[str, str] | None = None,
+                   overrides: Mapping[str, str] | None = None, iterations: int = 3,
+                   trace: bool = False) -> SimResult:
+    if iterations < 1:
+        raise UsageError(f"--iterations must be at least 1, got {iterations}")
+    spec = load_task(task)
+    task_sets, topo_sets = split_overrides(sets or {}, spec)
+    topo = load_topology(topology, topo_sets)
+    inst = instantiate(spec, world_size, preset, task_sets)
+    result = simulate(inst, topo, load_strategy(strategy, overrides),
+                      SimOptions(iterations=iterations, trace=trace))
+    object.__setattr__(result, "topology_overrides", dict(topo_sets))
+    return result
