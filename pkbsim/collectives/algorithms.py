@@ -506,7 +506,10 @@ class HierarchicalTree(Algorithm):
             for c in range(chunks):
                 yield (WAITALL, _exchange(rank, here, piece, (c, "ag"))[1])
             return
-        rs_in = lambda c: _exchange(rank, here, piece, (c, "rs"))[1]  # noqa: E731
+
+        def rs_in(c: int) -> tuple[object, ...]:
+            return _exchange(rank, here, piece, (c, "rs"))[1]
+
         if channel == 5:  # all-gather a chunk once both trees have brought it back
             for c in range(chunks):
                 tags: list[object] = list(rs_in(c))

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from pkbsim.roofline import check_world_size
-from pkbsim.sim.engine import SimOptions, Simulation
+from dataclasses import dataclass
+
+from pkbsim.collectives import ALGORITHMS, algbw_busbw
+from pkbsim.collectives.base import Context
+from pkbsim.errors import InfeasibleError, UsageError
+from pkbsim.roofline import check_world_size, fits
+from pkbsim.sim.collective import CallSpec
+from pkbsim.sim.engine import Collective, SimOptions, Simulation
 from pkbsim.sim.result import SimResult, summarize
 from pkbsim.sim.strategies import CHUNK_CHOICES, STRATEGIES, Builder, Strategy
 from pkbsim.task.schema import ComputeOp, TaskInstance
 from pkbsim.topology.schema import Topology
+from pkbsim.units import US
 
-__all__ = ["STRATEGIES", "SimOptions", "SimResult", "Strategy", "simulate"]
+__all__ = ["STRATEGIES", "CollectiveResult", "SimOptions", "SimResult", "Strategy", "simulate",
+           "simulate_collective"]
 
 
 def simulate(inst: TaskInstance, topo: Topology, strategy: Strategy,
@@ -36,3 +44,71 @@ def _run(inst: TaskInstance, topo: Topology, strategy: Strategy, options: SimOpt
     builder.build(options.iterations)
     sim.run()
     return summarize(sim, builder, inst, strategy, options.iterations)
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    """One collective call simulated alone (every rank enters at time 0)."""
+
+    kind: str
+    algorithm: str
+    mechanism: str
+    world_size: int
+    nbytes: float  # per rank, nccl-tests' convention
+    chunks: int
+    time_s: float  # the slowest rank's finish
+    per_rank_s: tuple[float, ...]
+    flows: int  # transfers simulated (one flow each)
+    rate_updates: int
+
+    @property
+    def algbw_Bps(self) -> float:
+        return algbw_busbw(self.kind, self.nbytes, self.world_size, self.time_s)[0]
+
+    @property
+    def busbw_Bps(self) -> float:
+        return algbw_busbw(self.kind, self.nbytes, self.world_size, self.time_s)[1]
+
+
+def simulate_collective(topo: Topology, kind: str, nbytes: float, world_size: int,
+                        algorithm: str, mechanism: str, chunks: int = 1, *, root: int = 0,
+                        pattern: str | None = "ring", comm_sms: int | None = None,
+                        start_latency: bool = True) -> CollectiveResult:
+    """Time one call of ``algorithm`` on ``mechanism`` over ranks 0..world_size-1 of ``topo``
+    (placed node by node), all entering at once. Latencies are the mechanism's: its
+    ``latency_us`` once per rank (unless ``start_latency`` is False), ``step_latency_us`` per
+    message inside a node and ``scale_out.latency_us`` per message across nodes."""
+    if world_size > topo.total_gpus:
+        raise InfeasibleError(f"world size {world_size} needs {world_size} GPUs; topology "
+                              f"{topo.name} has {topo.total_gpus}")
+    if algorithm not in ALGORITHMS:
+        raise UsageError(f"unknown algorithm {algorithm!r}; expected one of "
+                         + ", ".join(ALGORITHMS))
+    if mechanism not in topo.mechanisms:
+        raise UsageError(f"topology {topo.name} has no mechanism {mechanism!r}")
+    alg, mech = ALGORITHMS[algorithm], topo.mechanisms[mechanism]
+    per_node: dict[int, int] = {}
+    for r in range(world_size):
+        per_node[topo.node_of(r)] = per_node.get(topo.node_of(r), 0) + 1
+    sizes = set(per_node.values())
+    ctx = Context(n=world_size, root=root, pattern=pattern if kind == "send_recv" else None,
+                  nodes=len(per_node), per_node=sizes.pop() if len(sizes) == 1 else 0)
+    if not alg.applies(kind, ctx):
+        raise UsageError(f"algorithm {algorithm} cannot carry {kind} on {world_size} ranks "
+                         f"over {len(per_node)} node(s)")
+    if not fits(alg, mech, kind):
+        raise UsageError(f"mechanism {mechanism} cannot carry {algorithm} {kind}")
+    sim = Simulation(topo, world_size, SimOptions(iterations=1, hbm_contention=False))
+    sms = comm_sms if comm_sms is not None else (mech.sms_to_saturate
+                                                  if mech.traits.uses_sms else 0)
+    net = topo.scale_out.latency_us * US if topo.scale_out else 0.0
+    spec = CallSpec(alg, mech, kind, nbytes, ctx, chunks,
+                    mech.latency_s if start_latency else 0.0, mech.step_latency_s, net, sms,
+                    kind)
+    run = sim.collective(spec, list(range(world_size)))
+    nodes = [sim.node(r, "stream0", kind, 0, Collective(run, r)) for r in range(world_size)]
+    sim.run()
+    per_rank = tuple(n.end or 0.0 for n in nodes)
+    return CollectiveResult(kind, algorithm, mechanism, world_size, nbytes, chunks,
+                            max(per_rank), per_rank, sim.net.flows_started,
+                            sim.net.rate_updates)

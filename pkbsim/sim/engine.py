@@ -146,7 +146,7 @@ class Simulation:
     # ------------------------------------------------------------ building
 
     def node(self, rank: int, track: str, name: str, iteration: int, work: Work | None = None,
-             deps: list[Node] | None = None, launch_s: float = 0.0, **info: Any) -> Node:
+             deps: list[Node | None] | None = None, launch_s: float = 0.0, **info: Any) -> Node:
         node = Node(len(self.nodes), rank, track, name, iteration, launch_s,
                     [d for d in (deps or []) if d is not None], work, info)
         self.nodes.append(node)
@@ -192,10 +192,10 @@ class Simulation:
         uses: list[tuple[Link, float]] = []
         crosses = False
         for link_id in ids:
-            link = fabric.link(link_id)
-            crosses = crosses or link.kind == NIC
-            eff = link_efficiency(topo, mech, link.kind)
-            uses.append((self.net.link(link_id, link.kind, link.line_Bps), 1.0 / eff))
+            wire = fabric.link(link_id)
+            crosses = crosses or wire.kind == NIC
+            eff = link_efficiency(topo, mech, wire.kind)
+            uses.append((self.net.link(link_id, wire.kind, wire.line_Bps), 1.0 / eff))
         if mech.traits.uses_sms and 0 < comm_sms < mech.sms_to_saturate:
             rate = topo.peer_line_rate_GBps * 1e9 * mech.efficiency * comm_sms \
                 / mech.sms_to_saturate

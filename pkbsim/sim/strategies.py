@@ -191,7 +191,8 @@ class Builder:
             return 1  # an explicit chunks override sets the algorithm's pipelining instead
         return self.pieces
 
-    def collective_nodes(self, op: CommOp, rep: int, nbytes: float, deps: Mapping[int, list[Node]],
+    def collective_nodes(self, op: CommOp, rep: int, nbytes: float,
+                         deps: Mapping[int, list[Node | None]],
                          it: int, launch_s: float, piece: int = 0) -> dict[int, Node]:
         """One call of ``op`` in every group: one node per rank."""
         spec = self.spec(op, rep, nbytes)
@@ -267,8 +268,6 @@ class Builder:
                                [host[r]])
             kernel[r] = sim.node(r, "stream0", "fused_kernel", it, None, [host[r], gpu[r]],
                                  lat.kernel_launch_us * US)
-        # last piece of each instance of each op, per rank: op id -> [instance][rank]
-        done: dict[str, list[dict[int, Node]]] = {}
         pieces_done: dict[str, list[dict[int, list[Node]]]] = {}
         leaves: dict[int, list[Node]] = {r: [] for r in range(self.w)}
         for op in self.inst.ops:
@@ -290,19 +289,19 @@ class Builder:
                         per_rank[r].append(node)
                 instances.append(per_rank)
             pieces_done[op.id] = instances
-            done[op.id] = [{r: ns[-1] for r, ns in inst.items() if ns} for inst in instances]
-        for instances in done.values():
+        for instances in pieces_done.values():
             for inst in instances:
-                for r, node in inst.items():
-                    leaves[r].append(node)
+                for r, chain in inst.items():
+                    if chain:
+                        leaves[r].append(chain[-1])
         for r in range(self.w):
             gpu[r] = sim.node(r, "stream0", "fused_kernel_end", it, None,
                               [kernel[r], *leaves[r]])
 
     def _custom_deps(self, op: CommOp | ComputeOp, i: int, j: int, k: int, r: int, kernel: Node,
                      own: list[Node], instances: list[dict[int, list[Node]]],
-                     pieces_done: dict[str, list[dict[int, list[Node]]]]) -> list[Node]:
-        deps = [kernel]
+                     pieces_done: dict[str, list[dict[int, list[Node]]]]) -> list[Node | None]:
+        deps: list[Node | None] = [kernel]
         if own:
             deps.append(own[-1])  # pieces of one instance run in order
         elif op.chain and i > 0 and instances[i - 1][r]:
@@ -325,7 +324,8 @@ class Builder:
     def _count(op: CommOp | ComputeOp) -> int:
         return op.repeat if isinstance(op, CommOp) else min(op.repeat, MAX_INSTANCES)
 
-    def _compute_nodes(self, op: ComputeOp, count: int, k: int, deps: Mapping[int, list[Node]],
+    def _compute_nodes(self, op: ComputeOp, count: int, k: int,
+                       deps: Mapping[int, list[Node | None]],
                        it: int, i: int, j: int) -> dict[int, Node]:
         cb = bound_compute_op(op, self.topo)
         share = 1.0 / (count * k)
