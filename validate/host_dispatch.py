@@ -63,7 +63,7 @@ def measure(repeats: int, n: int) -> dict[str, object]:
 
     for _ in range(3):
         _loop(op, n, torch)
-    host, gpu = zip(*(_loop(op, n, torch) for _ in range(repeats)))
+    host, gpu = zip(*(_loop(op, n, torch) for _ in range(repeats)), strict=True)
     out["eager_op"] = {"host_us": _median_us(list(host)), "gpu_us": _median_us(list(gpu)),
                        "calls": n, "repeats": repeats}
     if not torch.allclose(y, x + 1):
@@ -105,7 +105,7 @@ def measure(repeats: int, n: int) -> dict[str, object]:
     for name, fn in calls.items():
         for _ in range(2):
             _loop(fn, n // 4, torch)
-        host, gpu = zip(*(_loop(fn, n // 4, torch) for _ in range(repeats)))
+        host, gpu = zip(*(_loop(fn, n // 4, torch) for _ in range(repeats)), strict=True)
         out[f"dist_{name}"] = {"host_us": _median_us(list(host)),
                                "gpu_us": _median_us(list(gpu)), "calls": n // 4,
                                "repeats": repeats, "world_size": 1}
