@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pkbsim.errors import UsageError
 from pkbsim.roofline import Roofline, roofline
@@ -13,6 +14,9 @@ from pkbsim.topology.loader import DEFAULT_TOPOLOGY, load_topology
 from pkbsim.topology.schema import Topology
 from pkbsim.units import US
 
+if TYPE_CHECKING:
+    from pkbsim.sim.result import SimResult
+
 
 @dataclass(frozen=True)
 class AnalysisResult:
@@ -21,6 +25,7 @@ class AnalysisResult:
     roofline: Roofline
     measured_us: float | None
     topology_overrides: dict[str, object]
+    predictions: dict[str, SimResult] = field(default_factory=dict, hash=False)
 
     @property
     def attainment(self) -> float | None:
@@ -70,12 +75,19 @@ def _topology_value(key: str, text: str) -> object:
 
 def analyze(task: str, topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
             preset: str = "pkb", sets: Mapping[str, str] | None = None,
-            measured_us: float | None = None) -> AnalysisResult:
+            measured_us: float | None = None, predict: bool = False) -> AnalysisResult:
+    """The roofline; with ``predict``, also both strategies' simulated times."""
     spec = load_task(task)
     task_sets, topo_sets = split_overrides(sets or {}, spec)
     topo = load_topology(topology, topo_sets)
     inst = instantiate(spec, world_size, preset, task_sets)
     if measured_us is not None and measured_us <= 0:
         raise UsageError(f"--measured-us must be above 0, got {measured_us:g}")
-    return AnalysisResult(inst, topo, roofline(inst, topo), measured_us, topo_sets)
+    bounds = roofline(inst, topo)
+    predictions: dict[str, SimResult] = {}
+    if predict:
+        from pkbsim.sim import STRATEGIES, Strategy, simulate
+
+        predictions = {name: simulate(inst, topo, Strategy(name)) for name in STRATEGIES}
+    return AnalysisResult(inst, topo, bounds, measured_us, topo_sets, predictions)
 

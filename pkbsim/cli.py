@@ -47,12 +47,12 @@ def _root(
     """pkbsim: how fast a multi-GPU kernel could be, how fast it is, and why they differ."""
 
 
-def parse_sets(items: list[str]) -> dict[str, str]:
+def parse_sets(items: list[str], option: str = "--set") -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
-            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
+            raise UsageError(f"{option} {item!r}: expected KEY=VALUE")
         out[key.strip()] = value.strip()
     return out
 
@@ -119,6 +119,9 @@ def analyze(
     reverse: Annotated[bool, typer.Option("--reverse", help="--all: largest first.")] = False,
     plot: Annotated[Path | None, typer.Option(
         help="--all: also draw the overview plot here (.png, .svg or .pdf).")] = None,
+    predict: Annotated[bool, typer.Option(
+        "--predict/--no-predict", help="One task: also simulate the nccl_reference and "
+        "custom_best strategies (pkbsim simulate) and report their times.")] = True,
 ) -> None:
     """Roofline bounds of one task on one topology, or of every task (--all)."""
     if all_ == (task is not None):
@@ -140,7 +143,8 @@ def analyze(
     assert task is not None
     if out is not None:
         check_writable(out, "--out")
-    result = run(task, topology, world_size, preset, parse_sets(set_ or []), measured_us)
+    result = run(task, topology, world_size, preset, parse_sets(set_ or []), measured_us,
+                 predict)
     if fmt is Format.json:
         from pkbsim.report.json_report import render
 
@@ -174,6 +178,70 @@ def _analyze_all(topology: str, world_size: int | None, preset: str, sets: dict[
     write_output(render(ov), out)
     if plot is not None:
         write_output(overview_plot([ov], fmt_image), plot, "--plot")
+
+
+@app.command()
+def simulate(
+    task: Annotated[str, typer.Option(
+        "--task", "-t", help="Task id, name, alias (e.g. grpo) or YAML path.")],
+    strategy: Annotated[str, typer.Option(
+        help="nccl_reference (what PKB's reference does), custom_best (the best kernel the "
+             "machine allows), or a strategy YAML file.")] = "nccl_reference",
+    topology: Annotated[str, typer.Option(help="Topology name or YAML path.")] = "dgx-h100",
+    world_size: Annotated[int | None, typer.Option(
+        "--world-size", "-w", help="Ranks (default: the preset's, else the task's).")] = None,
+    preset: Annotated[str, typer.Option(
+        help="Size preset: pkb, production, or a task's preset name.")] = "pkb",
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="KEY=VALUE: a task parameter, or a dotted topology field "
+                      "(scale_up.link_bandwidth_GBps=50). Repeatable.")] = None,
+    override: Annotated[list[str] | None, typer.Option(
+        "--override", help="OP.KEY=VALUE for one op: mechanism, algorithm, protocol, chunks or "
+                           "sms (e.g. a2a_logits.mechanism=tma). Repeatable.")] = None,
+    iterations: Annotated[int, typer.Option(
+        help="Back-to-back iterations simulated; the time is the steady state.")] = 3,
+    trace: Annotated[Path | None, typer.Option(
+        help="Write a Chrome/Perfetto trace (JSON) of the timeline here.")] = None,
+    gantt: Annotated[Path | None, typer.Option(
+        help="Draw the timeline as a Gantt chart here (.png, .svg or .pdf).")] = None,
+    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    out: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
+) -> None:
+    """Predicted time of one task under a strategy: per-op breakdown, link and SM utilisation,
+    critical path; optionally a trace and a Gantt chart."""
+    if fmt in (Format.csv, Format.markdown):
+        raise UsageError(f"--format {fmt.value}: simulate writes table or json")
+    gantt_fmt = _image_format(gantt, "--gantt") if gantt is not None else ""
+    for path, option in ((out, "--out"), (trace, "--trace"), (gantt, "--gantt")):
+        if path is not None:
+            check_writable(path, option)
+    from pkbsim.report import sim_report
+    from pkbsim.roofline import roofline
+    from pkbsim.simulation import run_simulation
+
+    result = run_simulation(task, strategy, topology, world_size, preset,
+                            parse_sets(set_ or []), parse_sets(override or [], "--override"),
+                            iterations, trace=trace is not None or gantt is not None)
+    roof = roofline(result.instance, result.topology)
+    if fmt is Format.json:
+        write_output(sim_report.render_json(result, roof), out)
+    else:
+        write_output(sim_report.sim_table(result, roof), out)
+    if trace is not None:
+        from pkbsim.report.trace import chrome_trace
+
+        write_output(chrome_trace(result), trace, "--trace")
+    if gantt is not None:
+        from pkbsim.report.gantt import gantt_chart
+
+        write_output(gantt_chart(result, gantt_fmt), gantt, "--gantt")
+
+
+def _image_format(path: Path, option: str) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"{option} {path}: expected a file ending in .png, .svg or .pdf")
+    return suffix[1:]
 
 
 @topo_app.command("list")

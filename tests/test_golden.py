@@ -37,7 +37,7 @@ def _strip(value: object) -> object:
 
 @pytest.mark.parametrize(("task", "topo", "w", "preset"), CASES)
 def test_golden(task: str, topo: str, w: int | None, preset: str) -> None:
-    got = _strip(to_dict(analyze(task, topo, w, preset)))
+    got = _strip(to_dict(analyze(task, topo, w, preset, predict=True)))
     path = GOLDEN / f"analyze_{task}_{topo}_{w or 'default'}_{preset}.json"
     if os.environ.get("PKBSIM_UPDATE_GOLDEN"):
         path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")

@@ -73,6 +73,25 @@ def _compute(c: ComputeBound) -> dict[str, Any]:
     }
 
 
+def _prediction(result: AnalysisResult) -> dict[str, Any] | None:
+    """Both strategies' simulated times (``pkbsim simulate``); null with --no-predict."""
+    if not result.predictions:
+        return None
+    from pkbsim.report.sim_report import bound_by
+
+    out: dict[str, Any] = {}
+    for name, sim in sorted(result.predictions.items()):
+        out[f"{name}_us"] = sim.predicted_us
+        out[f"{name}_bound_by"] = bound_by(sim)
+    best = result.predictions.get("custom_best")
+    if best is not None:
+        out["custom_best_pieces"] = best.pieces
+    ref = result.predictions.get("nccl_reference")
+    if result.measured_us is not None and ref is not None:
+        out["measured_over_nccl_reference"] = round(result.measured_us / ref.predicted_us, 6)
+    return out
+
+
 def to_dict(result: AnalysisResult) -> dict[str, Any]:
     inst, topo, roof = result.instance, result.topology, result.roofline
     spec = inst.spec
@@ -110,6 +129,7 @@ def to_dict(result: AnalysisResult) -> dict[str, Any]:
             "busiest_link": roof.busiest_link,
             "sync_steps_critical_path": roof.sync_steps_critical_path,
         },
+        "prediction": _prediction(result),
         "measured_us": result.measured_us,
         "attainment": None if attainment is None else round(attainment, 6),
         "provenance": {

@@ -81,12 +81,28 @@ def analysis_table(result: AnalysisResult) -> str:
     bounds.add_row("t_roof", format_us(roof.t_roof_s), f"binding: {roof.binding}")
     lines = [head, ""]
     why = ["Why:"] + [f"  {b.op.id}: {b.reason}" for b in roof.comm]
-    tail = []
+    tail = _prediction_lines(result)
     if result.measured_us is not None and result.attainment is not None:
         tail.append(f"Measured {result.measured_us:g} us: attainment t_roof / measured = "
                     f"{result.attainment:.1%} ({result.measured_us * US / roof.t_roof_s:.1f}x "
                     f"off the roofline)")
     return "\n".join(lines) + to_text(ops, "", bounds, "") + "\n".join(why + tail) + "\n"
+
+
+def _prediction_lines(result: AnalysisResult) -> list[str]:
+    if not result.predictions:
+        return []
+    from pkbsim.report.sim_report import bound_by
+
+    lines = ["", "Predicted (pkbsim simulate; steady state per iteration, slowest rank):"]
+    notes = {"nccl_reference": "PKB's reference: eager PyTorch + NCCL",
+             "custom_best": "the best kernel this machine allows"}
+    for name in ("nccl_reference", "custom_best"):
+        sim = result.predictions.get(name)
+        if sim is not None:
+            lines.append(f"  {name:<15} {format_us(sim.predicted_us * US):>9} us  bound by "
+                         f"{bound_by(sim)}; {notes[name]}")
+    return lines
 
 
 def _sets(result: AnalysisResult) -> str:

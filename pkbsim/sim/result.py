@@ -18,7 +18,7 @@ class OpTiming:
     id: str
     category: str  # comm | compute
     kind: str
-    gpu_us: float  # busiest rank: time its GPU nodes of this op ran in the measured iteration
+    gpu_us: float  # busiest rank: GPU time of this op (launch overhead and run), measured iteration
     host_us: float  # slowest rank: host time spent on this op (dispatch and synchronisations)
     start_us: float  # slowest rank: first start, from the measured iteration's start
     end_us: float
@@ -138,7 +138,8 @@ def _op_timings(sim: Simulation, builder: Builder, inst: TaskInstance, last: int
                 host[name] = host.get(name, 0.0) + (n.end - n.start)
             continue
         per = gpu.setdefault(name, {})
-        per[n.rank] = per.get(n.rank, 0.0) + (n.end - n.start)
+        per[n.rank] = per.get(n.rank, 0.0) + (n.end - (n.ready if n.ready is not None
+                                                       else n.start))
         if n.rank == slowest:
             s = span.setdefault(name, [n.start, n.end])
             s[0], s[1] = min(s[0], n.start), max(s[1], n.end)
