@@ -413,17 +413,39 @@ def _max(times: Loads) -> tuple[float, str | None]:
 
 
 def _critical_syncs(inst: TaskInstance, comm: list[CommBound]) -> tuple[int, float]:
-    """Longest chain of sync steps through the op graph (compute ops add none)."""
+    """Longest chain of sync steps through the graph of op instances (compute ops add none).
+
+    Repeat i of an op depends on repeat i - 1 when the op is ``chain``; an op that follows one
+    with as many repeats pairs with it (repeat i after repeat i: an owner loop can pipeline),
+    otherwise it waits for every repeat of the ops it follows.
+    """
     by_id = {b.op.id: b for b in comm}
-    finish: dict[str, tuple[int, float]] = {}
+
+    def later(a: tuple[int, float], b: tuple[int, float]) -> tuple[int, float]:
+        return b if b[1] > a[1] else a
+
+    finish: dict[str, list[tuple[int, float]]] = {}
     for op in inst.ops:
-        start = max((finish[d] for d in op.after), default=(0, 0.0), key=lambda x: x[1])
-        if op.id in by_id:
-            b = by_id[op.id]
-            count = b.min_steps * (op.repeat if op.chain else min(op.repeat, 1))
-            finish[op.id] = (start[0] + count, start[1] + count * b.sync_latency_s)
-        else:
-            finish[op.id] = start
+        count = max(op.repeat, 1)
+        b = by_id.get(op.id)
+        steps = b.min_steps if b is not None and op.repeat > 0 else 0
+        step = (steps, steps * b.sync_latency_s if b is not None else 0.0)
+        start_all: tuple[int, float] = (0, 0.0)
+        paired = []
+        for d in op.after:
+            if len(finish[d]) == count:
+                paired.append(finish[d])
+            else:  # wait for every instance of d
+                start_all = later(start_all, max(finish[d], key=lambda x: x[1]))
+        out: list[tuple[int, float]] = []
+        for i in range(count):
+            start = start_all
+            for done in paired:
+                start = later(start, done[i])
+            if op.chain and i:
+                start = later(start, out[i - 1])
+            out.append((start[0] + step[0], start[1] + step[1]))
+        finish[op.id] = out
     if not finish:
         return 0, 0.0
-    return max(finish.values(), key=lambda x: x[1])
+    return max((p for points in finish.values() for p in points), key=lambda x: x[1])

@@ -94,7 +94,12 @@ class Compute(Work):
         else:
             done()
             return
-        sim.net.start(uses, amount, lambda _f: done(), tag=(node.name, (node.rank,), ()))
+        def finished(flow: Flow) -> None:
+            if sim.options.trace:
+                sim.record_flow(flow)
+            done()
+
+        sim.net.start(uses, amount, finished, tag=(node.name, (node.rank,), ()))
 
 
 class Collective(Work):

@@ -159,7 +159,7 @@ def _links(sim: Simulation, makespan: float) -> tuple[LinkUse, ...]:
         if link.kind not in DATA_LINK_KINDS or makespan <= 0:
             continue
         out.append(LinkUse(link.id, link.kind,
-                           round(link.wire_bytes / (link.capacity * makespan), 6),
+                           round(link.wire_bytes / (link.capacity * makespan), 9),
                            round(link.wire_bytes, 3)))
     return tuple(sorted(out, key=lambda u: (-u.utilization, u.id)))
 

@@ -30,7 +30,7 @@ from pkbsim.roofline import (
 )
 from pkbsim.sim import nccl
 from pkbsim.sim.collective import CallSpec
-from pkbsim.sim.engine import Collective, Compute, Delay, Node, Simulation
+from pkbsim.sim.engine import Collective, Compute, Delay, Node, SimOptions, Simulation
 from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
 from pkbsim.units import US
 
@@ -38,6 +38,7 @@ STRATEGIES = ("nccl_reference", "custom_best")
 OVERRIDE_KEYS = ("mechanism", "algorithm", "protocol", "chunks", "sms")
 CHUNK_CHOICES = (1, 2, 4, 8)  # custom_best tries each and keeps the fastest
 MAX_INSTANCES = 64  # a compute op repeated more often runs as this many larger instances
+SHORTLIST = 4  # custom_best simulates this many best alpha-beta candidates per comm op
 
 
 @dataclass(frozen=True)
@@ -169,21 +170,47 @@ class Builder:
             options = sorted({f"{c.algorithm}/{c.mechanism}" for c in bound.candidates})
             raise UsageError(f"op {op.id}: no way to carry {op.kind} with {what} on "
                              f"{topo.name} (possible: {', '.join(options)})")
-        best = min(cands, key=lambda c: (c.t_total_s, c.t_bw_s))
-        mech = topo.mechanisms[best.mechanism]
-        alg = ALGORITHMS[best.algorithm]
-        assert fits(alg, mech, op.kind)
-        chunks = ov.chunks or algorithm_chunks(alg.name, op.kind, nbytes, ctx.n,
-                                               CUSTOM_CHUNK_BYTES)
-        sms = ov.sms if ov.sms is not None else (mech.sms_to_saturate
-                                                  if mech.traits.uses_sms else 0)
-        if mech.traits.uses_sms and sms < 1:
-            raise UsageError(f"op {op.id}: {mech.name} moves data with SMs; give it >= 1")
         net = topo.scale_out.latency_us * US if topo.scale_out else 0.0
-        self.choices[op.id] = CommChoice(op.id, alg.name, mech.name, None, chunks,
-                                         self.pieces_of(op), sms, None)
-        return CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, mech.latency_s,
-                        mech.step_latency_s, net, sms, op.id)
+        members = self.groups(op)[0]
+        best_spec: CallSpec | None = None
+        best_time = float("inf")
+        # the alpha-beta ranking shortlists; a standalone simulation of one call decides, as it
+        # sees what alpha-beta does not (pipelining of phases, chunking, shared ports)
+        for cand in sorted(cands, key=lambda c: (c.t_total_s, c.t_bw_s))[:SHORTLIST]:
+            mech = topo.mechanisms[cand.mechanism]
+            alg = ALGORITHMS[cand.algorithm]
+            assert fits(alg, mech, op.kind)
+            chunks = ov.chunks or algorithm_chunks(alg.name, op.kind, nbytes, ctx.n,
+                                                   CUSTOM_CHUNK_BYTES)
+            sms = ov.sms if ov.sms is not None else (mech.sms_to_saturate
+                                                      if mech.traits.uses_sms else 0)
+            if mech.traits.uses_sms and sms < 1:
+                raise UsageError(f"op {op.id}: {mech.name} moves data with SMs; give it >= 1")
+            spec = CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, mech.latency_s,
+                            mech.step_latency_s, net, sms, op.id)
+            t = self._standalone(spec, members)
+            if t < best_time:
+                best_spec, best_time = spec, t
+        assert best_spec is not None
+        self.choices[op.id] = CommChoice(op.id, best_spec.algorithm.name,
+                                         best_spec.mechanism.name, None, best_spec.chunks,
+                                         self.pieces_of(op), best_spec.comm_sms, None)
+        return best_spec
+
+    def _standalone(self, spec: CallSpec, members: list[int]) -> float:
+        """One call alone on an idle machine, every member entering at time 0 (memoised per
+        topology: the same call recurs across repeats, pieces and strategies)."""
+        key = (spec.algorithm.name, spec.mechanism.name, spec.kind, spec.nbytes, spec.ctx,
+               spec.chunks, spec.start_latency_s, spec.step_latency_s, spec.net_latency_s,
+               spec.comm_sms, tuple(members), self.w)
+        cache = self.sim.fabric.call_times
+        if key not in cache:
+            sim = Simulation(self.topo, self.w, SimOptions(iterations=1, hbm_contention=False))
+            run = sim.collective(spec, members)
+            for g, r in enumerate(members):
+                sim.node(r, "stream0", spec.label, 0, Collective(run, g))
+            cache[key] = sim.run()
+        return cache[key]
 
     def pieces_of(self, op: CommOp | ComputeOp) -> int:
         ov = self.strategy.overrides.get(op.id)

@@ -32,6 +32,9 @@ class Fabric:
         self._routes: dict[tuple[int, int], tuple[str, ...]] = {}
         # per-link bytes of a 1-byte buffer, by (algorithm, placement): filled by the roofline
         self.unit_loads: dict[tuple[object, ...], dict[str, float]] = {}
+        # seconds of one collective call simulated alone, by its full description: filled by
+        # the simulator's custom_best strategy
+        self.call_times: dict[tuple[object, ...], float] = {}
 
     def link(self, link_id: str) -> Link:
         return self._links[link_id]
