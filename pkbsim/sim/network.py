@@ -151,10 +151,14 @@ class Network:
         if len(uses) <= 2 and all(len(link.flows) == 1 for link, _ in uses):
             return [seed]  # alone on its links: the common case
         found: dict[int, Flow] = {seed.id: seed}
+        visited: set[str] = set()
         stack = [seed]
         while stack:
             flow = stack.pop()
             for link, _w in flow.uses:
+                if link.id in visited:
+                    continue
+                visited.add(link.id)
                 for other in link.flows.values():
                     if other.id not in found:
                         found[other.id] = other
@@ -207,7 +211,12 @@ class Network:
 
 
 def _max_min(flows: list[Flow]) -> dict[int, float]:
-    """Weighted max-min fair payload rates by progressive filling."""
+    """Weighted max-min fair payload rates by progressive filling.
+
+    Each round raises every unfrozen flow to the level at which the first link saturates (or
+    the first cap binds), then freezes the flows on that link; per-link weight sums are kept
+    up to date as flows freeze, so a round costs the links plus the flows it freezes.
+    """
     if len(flows) == 1:
         f = flows[0]
         rate = f.cap
@@ -217,33 +226,50 @@ def _max_min(flows: list[Flow]) -> dict[int, float]:
         return {f.id: max(rate, 0.0)}
     rates: dict[int, float] = {}
     active: dict[int, Flow] = {f.id: f for f in flows}
-    links: dict[str, Link] = {}
+    spare: dict[str, float] = {}
+    weight: dict[str, float] = {}
+    on: dict[str, list[Flow]] = {}
     for f in flows:
-        for link, _w in f.uses:
-            links[link.id] = link
-    spare = {lid: link.capacity for lid, link in links.items()}
+        for link, w in f.uses:
+            if w <= 0:
+                continue
+            if link.id not in spare:
+                spare[link.id] = link.capacity
+                weight[link.id] = 0.0
+                on[link.id] = []
+            weight[link.id] += w
+            on[link.id].append(f)
+    capped = sorted((f for f in flows if f.cap < float("inf")), key=lambda f: (f.cap, f.id))
     while active:
-        weight: dict[str, float] = {}
-        for f in active.values():
-            for link, w in f.uses:
-                weight[link.id] = weight.get(link.id, 0.0) + w
         level = float("inf")
         for lid, wsum in weight.items():
-            if wsum > 0:
+            if wsum > 1e-15:
                 level = min(level, max(spare[lid], 0.0) / wsum)
-        level = min(level, min(f.cap for f in active.values()))
+        while capped and capped[0].id not in active:
+            capped.pop(0)
+        if capped:
+            level = min(level, capped[0].cap)
         if level == float("inf"):  # no constraint at all (weights 0, no cap)
             level = 0.0
-        tight = {lid for lid, wsum in weight.items()
-                 if wsum > 0 and max(spare[lid], 0.0) / wsum <= level * (1 + 1e-9) + _EPS}
-        frozen = [f for f in active.values()
-                  if f.cap <= level * (1 + 1e-9) + _EPS
-                  or any(link.id in tight for link, w in f.uses if w > 0)]
+        bound = level * (1 + 1e-9) + _EPS
+        frozen: dict[int, Flow] = {}
+        for lid, wsum in weight.items():
+            if wsum > 1e-15 and max(spare[lid], 0.0) / wsum <= bound:
+                for f in on[lid]:
+                    if f.id in active:
+                        frozen[f.id] = f
+        for f in capped:
+            if f.cap > bound:
+                break
+            if f.id in active:
+                frozen[f.id] = f
         if not frozen:
-            frozen = list(active.values())
-        for f in frozen:
+            frozen = dict(active)
+        for f in frozen.values():
             rates[f.id] = level
             del active[f.id]
             for link, w in f.uses:
-                spare[link.id] -= level * w
+                if w > 0:
+                    spare[link.id] -= level * w
+                    weight[link.id] -= w
     return rates
