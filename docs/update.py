@@ -9,9 +9,11 @@ A generated block in a Markdown file looks like
     ...the command's output...
     <!-- end generated -->
 
-and holds exactly what that pkbsim command prints. The figure docs/img/overview.png is the
-two-panel plot of every task at preset pkb and at its production preset (dgx-h100, W = 8 where
-the preset does not set it).
+and holds exactly what that pkbsim command prints; ``<!-- generated-code: pkbsim ... -->``
+holds the same inside a fenced code block, for terminal tables. The figure
+docs/img/overview.png is the two-panel plot of every task at preset pkb and at its production
+preset (dgx-h100, W = 8 where the preset does not set it); docs/img/gantt_grpo_*.png are the
+timelines of ``pkbsim simulate --task grpo`` under both strategies.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ import sys
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
-BLOCK = re.compile(r"(<!-- generated: (pkbsim [^>]*?) -->\n)(.*?)(<!-- end generated -->)",
+BLOCK = re.compile(r"(<!-- generated(-code)?: (pkbsim [^>]*?) -->\n)(.*?)(<!-- end generated -->)",
                    re.DOTALL)
 FIGURE = DOCS / "img" / "overview.png"
+GANTT = {DOCS / "img" / f"gantt_grpo_{name}.png": name
+         for name in ("nccl_reference", "custom_best")}
 
 
 def run_pkbsim(command: str) -> str:
@@ -47,7 +51,10 @@ def run_pkbsim(command: str) -> str:
 
 def regenerate(text: str) -> str:
     def fill(match: re.Match[str]) -> str:
-        return match.group(1) + run_pkbsim(match.group(2)) + match.group(4)
+        out = run_pkbsim(match.group(3))
+        if match.group(2):  # -code: inside a fenced block
+            out = "```\n$ " + match.group(3) + "\n" + out + "```\n"
+        return match.group(1) + out + match.group(5)
 
     return BLOCK.sub(fill, text)
 
@@ -92,6 +99,16 @@ def main() -> None:
     FIGURE.parent.mkdir(exist_ok=True)
     FIGURE.write_bytes(overview_figure())
     print(f"wrote {FIGURE.relative_to(DOCS.parent)}")
+    for path, strategy in GANTT.items():
+        path.write_bytes(gantt(strategy))
+        print(f"wrote {path.relative_to(DOCS.parent)}")
+
+
+def gantt(strategy: str) -> bytes:
+    from pkbsim.report.gantt import gantt_chart
+    from pkbsim.simulation import run_simulation
+
+    return gantt_chart(run_simulation("grpo", strategy, trace=True), "png")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ class OpTiming:
     id: str
     category: str  # comm | compute
     kind: str
-    gpu_us: float  # busiest rank: GPU time of this op (launch overhead and run), measured iteration
+    gpu_us: float  # busiest rank: time any part of this op was on its stream (launch included)
     host_us: float  # slowest rank: host time spent on this op (dispatch and synchronisations)
     start_us: float  # slowest rank: first start, from the measured iteration's start
     end_us: float
@@ -126,9 +126,8 @@ def summarize(sim: Simulation, builder: Builder, inst: TaskInstance, strategy: S
 
 def _op_timings(sim: Simulation, builder: Builder, inst: TaskInstance, last: int,
                 slowest: int, t0: float) -> tuple[OpTiming, ...]:
-    gpu: dict[str, dict[int, float]] = {}
+    spans: dict[str, dict[int, list[tuple[float, float]]]] = {}  # op -> rank -> intervals
     host: dict[str, float] = {}
-    span: dict[str, list[float]] = {}
     for n in sim.nodes:
         if n.iteration != last or n.start is None or n.end is None:
             continue
@@ -137,20 +136,28 @@ def _op_timings(sim: Simulation, builder: Builder, inst: TaskInstance, last: int
             if n.rank == slowest:
                 host[name] = host.get(name, 0.0) + (n.end - n.start)
             continue
-        per = gpu.setdefault(name, {})
-        per[n.rank] = per.get(n.rank, 0.0) + (n.end - (n.ready if n.ready is not None
-                                                       else n.start))
-        if n.rank == slowest:
-            s = span.setdefault(name, [n.start, n.end])
-            s[0], s[1] = min(s[0], n.start), max(s[1], n.end)
+        begin = n.ready if n.ready is not None else n.start
+        spans.setdefault(name, {}).setdefault(n.rank, []).append((begin, n.end))
     out = []
     for op in inst.ops:
-        s = span.get(op.id, [t0, t0])
+        per_rank = spans.get(op.id, {})
+        busy = max((_union(iv) for iv in per_rank.values()), default=0.0)
+        mine = per_rank.get(slowest, [(t0, t0)])
         out.append(OpTiming(
-            op.id, op.category, op.kind, _us(max(gpu.get(op.id, {0: 0.0}).values())),
-            _us(host.get(op.id, 0.0)), _us(s[0] - t0), _us(s[1] - t0),
+            op.id, op.category, op.kind, _us(busy), _us(host.get(op.id, 0.0)),
+            _us(min(a for a, _ in mine) - t0), _us(max(b for _, b in mine) - t0),
             builder.choices.get(op.id) if isinstance(op, CommOp) else None))
     return tuple(out)
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of intervals: pieces and repeats of one op may overlap."""
+    total, reach = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total
 
 
 def _links(sim: Simulation, makespan: float) -> tuple[LinkUse, ...]:
