@@ -229,6 +229,7 @@ def _max_min(flows: list[Flow]) -> dict[int, float]:
     spare: dict[str, float] = {}
     weight: dict[str, float] = {}
     on: dict[str, list[Flow]] = {}
+    left: dict[str, int] = {}  # unfrozen flows per link: a float weight sum never quite drains
     for f in flows:
         for link, w in f.uses:
             if w <= 0:
@@ -237,13 +238,15 @@ def _max_min(flows: list[Flow]) -> dict[int, float]:
                 spare[link.id] = link.capacity
                 weight[link.id] = 0.0
                 on[link.id] = []
+                left[link.id] = 0
             weight[link.id] += w
+            left[link.id] += 1
             on[link.id].append(f)
     capped = sorted((f for f in flows if f.cap < float("inf")), key=lambda f: (f.cap, f.id))
     while active:
         level = float("inf")
         for lid, wsum in weight.items():
-            if wsum > 1e-15:
+            if left[lid]:
                 level = min(level, max(spare[lid], 0.0) / wsum)
         while capped and capped[0].id not in active:
             capped.pop(0)
@@ -254,7 +257,7 @@ def _max_min(flows: list[Flow]) -> dict[int, float]:
         bound = level * (1 + 1e-9) + _EPS
         frozen: dict[int, Flow] = {}
         for lid, wsum in weight.items():
-            if wsum > 1e-15 and max(spare[lid], 0.0) / wsum <= bound:
+            if left[lid] and max(spare[lid], 0.0) / wsum <= bound:
                 for f in on[lid]:
                     if f.id in active:
                         frozen[f.id] = f
@@ -272,4 +275,5 @@ def _max_min(flows: list[Flow]) -> dict[int, float]:
                 if w > 0:
                     spare[link.id] -= level * w
                     weight[link.id] -= w
+                    left[link.id] -= 1
     return rates

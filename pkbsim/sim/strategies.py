@@ -148,9 +148,12 @@ class Builder:
         alg = ALGORITHMS[choice.algorithm]
         if not alg.applies(op.kind, ctx):
             raise UsageError(f"op {op.id}: algorithm {alg.name} cannot carry {op.kind}")
+        if not fits(alg, mech, op.kind):
+            raise UsageError(f"op {op.id}: mechanism {mech.name} cannot carry {alg.name} "
+                             f"{op.kind} on {self.topo.name}")
         chunks = ov.chunks or choice.chunks
-        sms = ov.sms if ov.sms is not None else (mech.sms_to_saturate
-                                                  if mech.traits.uses_sms else 0)
+        sms = (ov.sms if ov.sms is not None else mech.sms_to_saturate) \
+            if mech.traits.uses_sms else 0
         self.choices[op.id] = CommChoice(op.id, alg.name, mech.name, choice.protocol, chunks,
                                          1, sms, round(choice.estimate_s / US, 6))
         return CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, choice.start_latency_s,
@@ -182,8 +185,8 @@ class Builder:
             assert fits(alg, mech, op.kind)
             chunks = ov.chunks or algorithm_chunks(alg.name, op.kind, nbytes, ctx.n,
                                                    CUSTOM_CHUNK_BYTES)
-            sms = ov.sms if ov.sms is not None else (mech.sms_to_saturate
-                                                      if mech.traits.uses_sms else 0)
+            sms = (ov.sms if ov.sms is not None else mech.sms_to_saturate) \
+                if mech.traits.uses_sms else 0  # a copy engine holds no SMs
             if mech.traits.uses_sms and sms < 1:
                 raise UsageError(f"op {op.id}: {mech.name} moves data with SMs; give it >= 1")
             spec = CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, mech.latency_s,
