@@ -27,10 +27,10 @@ that collection costs after a large run.
    R^2), the ratio of the per-event cost of the largest run to that of the smallest, and the
    exponent b of wall ~ flows^b fitted on the runs with >= 1000 flows (b <= 1: no worse than
    linear in the number of transfer events).
-4. tasks: ``pkbsim simulate`` is not a CLI command yet, so in-process: ``run_simulation("grpo",
-   S)`` for S in nccl_reference and custom_best (median of N), then every shipped task at its
-   default world size, preset pkb, on dgx-h100, under both strategies, once: total wall time,
-   the slowest tasks, and every failure with its traceback.
+4. tasks, in-process (``pkbsim simulate`` adds the interpreter's start):
+   ``run_simulation("grpo", S)`` for S in nccl_reference and custom_best (median of N), then
+   every shipped task at its default world size, preset pkb, on dgx-h100, under both
+   strategies, once: total wall time, the slowest tasks, and every failure with its traceback.
 
 Run: python benchmarks/bench_simulate.py [--runs N] [--quick] [--only SECTION ...]
      (SECTION: nvl72, 1024, scaling, tasks; --quick skips the 1024-GPU run and the largest
