@@ -64,7 +64,7 @@ class CollectiveRun:
         self._parked: dict[int, list[tuple[_Channel, tuple[Any, ...], list[int]]]] = {}
         self.done_at: list[float | None] = [None] * n
         self._all_ready = False
-        self._routes: dict[tuple[Any, ...], tuple[Any, float, tuple[Any, ...]]] = {}
+        self._routes: dict[tuple[Any, ...], tuple[Any, float, tuple[Any, ...], Any]] = {}
 
     # ------------------------------------------------------------ entry
 
@@ -145,12 +145,13 @@ class CollectiveRun:
             members = self.members
             g_srcs = tuple(members[s] for s in srcs)
             g_dsts = tuple(members[d] for d in dsts)
-            uses, crosses_nic = self.sim.uses(g_srcs, g_dsts, self.spec.mechanism,
-                                              members[ch.rank], self.spec.comm_sms)
+            uses, crosses_nic, hbm = self.sim.uses(g_srcs, g_dsts, self.spec.mechanism,
+                                                   members[ch.rank], self.spec.comm_sms)
             latency = self.spec.net_latency_s if crosses_nic else self.spec.step_latency_s
-            route = self._routes[(srcs, dsts, ch.rank)] = (uses, latency, (g_srcs, g_dsts))
+            route = self._routes[(srcs, dsts, ch.rank)] = (uses, latency, (g_srcs, g_dsts), hbm)
         done = _SendDone(self, ch, dsts, tag, route[1])
-        self.sim.net.start(route[0], nbytes, done, tag=(self.spec.label, *route[2]))
+        self.sim.net.start(route[0], nbytes, done, tag=(self.spec.label, *route[2]),
+                           side=route[3])
 
     def _arrive(self, dsts: tuple[int, ...], tag: Any) -> None:
         for d in dsts:

@@ -143,7 +143,12 @@ class Simulation:
         self.nodes: list[Node] = []
         self.runs: list[CollectiveRun] = []
         self.flows: list[tuple[float, float, Any, float]] = []  # (start, end, tag, bytes)
-        self._uses: dict[tuple[Any, ...], tuple[list[tuple[Link, float]], bool]] = {}
+        self._uses: dict[tuple[Any, ...], tuple[list[tuple[Link, float]], bool,
+                                                 tuple[tuple[int, float], ...] | None]] = {}
+        self._hbm_comm = [0.0] * world_size  # bytes/s communication moves through each HBM
+        self._hbm_since = [0.0] * world_size
+        self._hbm: list[Link | None] = [None] * world_size
+        self.net.on_rate = self._comm_hbm
         self._held = [0] * world_size
         self.comm_sm_seconds = [0.0] * world_size
         self._held_since = [0.0] * world_size
@@ -165,7 +170,11 @@ class Simulation:
     # ------------------------------------------------------------ links
 
     def hbm_link(self, rank: int) -> Link:
-        return self.net.link(f"gpu{rank}.hbm", "hbm", self.topo.gpu.hbm_Bps)
+        link = self._hbm[rank]
+        if link is None:
+            link = self._hbm[rank] = self.net.link(f"gpu{rank}.hbm", "hbm",
+                                                   self.topo.gpu.hbm_Bps)
+        return link
 
     def sm_link(self, rank: int) -> Link:
         sms = self.topo.gpu.sm_count
@@ -182,8 +191,10 @@ class Simulation:
         self.net.set_capacity(self.sm_link(rank), float(free))
 
     def uses(self, srcs: tuple[int, ...], dsts: tuple[int, ...], mech: Mechanism,
-             issuer: int, comm_sms: int) -> tuple[list[tuple[Link, float]], bool]:
-        """Links (with capacity per payload byte) a send crosses, and whether it crosses a NIC."""
+             issuer: int, comm_sms: int
+             ) -> tuple[list[tuple[Link, float]], bool, tuple[tuple[int, float], ...] | None]:
+        """Links (with capacity per payload byte) a send crosses, whether it crosses a NIC, and
+        the HBM bytes per payload byte it moves on each GPU (None when HBM is not modelled)."""
         key = (srcs, dsts, mech.name, issuer, comm_sms)
         found = self._uses.get(key)
         if found is not None:
@@ -205,14 +216,28 @@ class Simulation:
             rate = topo.peer_line_rate_GBps * 1e9 * mech.efficiency * comm_sms \
                 / mech.sms_to_saturate
             uses.append((self.net.link(f"gpu{issuer}.comm_sms", "sm_issue", rate), 1.0))
-        if self.options.hbm_contention:
-            uses += [(self.hbm_link(s), 1.0) for s in srcs]
-            uses += [(self.hbm_link(d), 1.0) for d in dsts]
         merged: dict[str, tuple[Link, float]] = {}
-        for link, w in uses:  # a rank both source and destination crosses its HBM twice
+        for link, w in uses:
             merged[link.id] = (link, merged[link.id][1] + w if link.id in merged else w)
-        found = self._uses[key] = (list(merged.values()), crosses)
+        hbm: dict[int, float] = {}
+        if self.options.hbm_contention:  # each source reads, each destination writes
+            for r in (*srcs, *dsts):
+                hbm[r] = hbm.get(r, 0.0) + 1.0
+        found = self._uses[key] = (list(merged.values()), crosses,
+                                   tuple(hbm.items()) or None)
         return found
+
+    def _comm_hbm(self, flow: Flow, old: float, new: float) -> None:
+        """Communication has first call on HBM (NVLink moves far less than HBM can): compute
+        on a GPU gets its HBM bandwidth less the bytes communication reads and writes there."""
+        now = self.env.now
+        full = self.topo.gpu.hbm_Bps
+        for rank, per_byte in flow.side:
+            link = self.hbm_link(rank)
+            link.wire_bytes += self._hbm_comm[rank] * (now - self._hbm_since[rank])
+            self._hbm_since[rank] = now
+            self._hbm_comm[rank] += (new - old) * per_byte
+            self.net.set_capacity(link, max(full - self._hbm_comm[rank], 0.05 * full))
 
     def record_flow(self, flow: Flow) -> None:
         if self.options.trace:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from pkbsim.collectives import ALGORITHMS
 from pkbsim.collectives.base import Context
-from pkbsim.roofline import call_bandwidth_s, fits
+from pkbsim.roofline import call_bandwidth_s
 from pkbsim.task.schema import CommOp
 from pkbsim.topology.fabric import Fabric
 from pkbsim.topology.schema import Topology
@@ -67,6 +67,8 @@ def candidates(kind: str, ctx: Context, topo: Topology) -> list[tuple[str, str]]
     for alg in algs:
         if not ALGORITHMS[alg].applies(kind, ctx):
             continue
+        if alg in ("nvls", "multicast") and "nvls_multimem" not in topo.mechanisms:
+            continue
         for proto in protos:
             if alg in ("nvls", "multicast", "hierarchical") and proto != "Simple":
                 continue
@@ -102,11 +104,9 @@ def _cost(alg_name: str, proto: str, op: CommOp, ctx: Context, world_size: int,
           fabric: Fabric) -> NcclChoice:
     topo = fabric.topo
     alg = ALGORITHMS[alg_name]
-    mech_name = "nvls_multimem" if alg_name == "nvls" and "nvls_multimem" in topo.mechanisms \
-        else PROTOCOLS[proto]
+    # NCCL's NVLS kernels (all-reduce, reduce-scatter, all-gather) move data with multimem
+    mech_name = "nvls_multimem" if alg_name in ("nvls", "multicast") else PROTOCOLS[proto]
     mech = topo.mechanisms[mech_name]
-    if not fits(alg, mech, op.kind) and mech_name != PROTOCOLS[proto]:
-        mech = topo.mechanisms[PROTOCOLS[proto]]
     simple = topo.mechanisms[PROTOCOLS[proto]]
     steps = alg.steps(op.kind, ctx)
     if alg_name == "tree":

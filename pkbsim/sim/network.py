@@ -30,8 +30,8 @@ class Link:
 
 
 class Flow:
-    __slots__ = ("cap", "finished", "id", "nbytes", "on_done", "rate", "remaining", "start",
-                 "tag", "updated", "uses", "version")
+    __slots__ = ("cap", "finished", "id", "nbytes", "on_done", "rate", "remaining", "side",
+                 "start", "tag", "updated", "uses", "version")
 
     def __init__(self, flow_id: int, uses: list[tuple[Link, float]], nbytes: float,
                  cap: float, on_done: Callable[[Flow], None], now: float, tag: Any) -> None:
@@ -47,6 +47,7 @@ class Flow:
         self.version = 0
         self.tag = tag
         self.finished = False
+        self.side: Any = None  # a side effect of the rate (Network.on_rate), e.g. HBM traffic
 
 
 class Network:
@@ -62,6 +63,8 @@ class Network:
         self.flows_started = 0
         self.rate_updates = 0
         self._buckets: dict[float, list[tuple[Callable[[Any], None], Any]]] = {}
+        # called as on_rate(flow, old_rate, new_rate) for flows with a ``side``, after the fact
+        self.on_rate: Callable[[Flow, float, float], None] | None = None
 
     def call_later(self, delay: float, fn: Callable[[Any], None], arg: Any) -> None:
         """Run ``fn(arg)`` ``delay`` seconds from now. Calls due at the same instant share one
@@ -84,11 +87,12 @@ class Network:
         return found
 
     def start(self, uses: list[tuple[Link, float]], nbytes: float,
-              on_done: Callable[[Flow], None], cap: float = float("inf"), tag: Any = None
-              ) -> Flow:
+              on_done: Callable[[Flow], None], cap: float = float("inf"), tag: Any = None,
+              side: Any = None) -> Flow:
         """Begin moving ``nbytes``; ``on_done(flow)`` runs when the last byte is through."""
         self._next += 1
         flow = Flow(self._next, uses, nbytes, cap, on_done, self.env.now, tag)
+        flow.side = side
         self.flows_started += 1
         if nbytes <= 0 or not uses:
             self.call_later(0.0, on_done, flow)
@@ -106,6 +110,8 @@ class Network:
             flow.rate = rate
             flow.version = 1
             self.rate_updates += 1
+            if side is not None and self.on_rate is not None:
+                self.on_rate(flow, 0.0, rate)
             if rate > 0:
                 self.call_later(nbytes / rate, self._on_timeout, (flow, 1))
         else:
@@ -116,6 +122,9 @@ class Network:
     def set_capacity(self, link: Link, capacity: float) -> None:
         """Change a link's capacity now (e.g. SMs taken by a communication kernel)."""
         if capacity == link.capacity:
+            return
+        if not link.flows:
+            link.capacity = capacity
             return
         self._settle(link.flows.values())
         link.capacity = capacity
@@ -181,6 +190,8 @@ class Network:
             rate = rates[f.id]
             if rate == f.rate and f.version > 0:
                 continue
+            if f.side is not None and self.on_rate is not None:
+                self.on_rate(f, f.rate, rate)
             f.rate = rate
             f.version += 1
             self.rate_updates += 1
@@ -201,6 +212,8 @@ class Network:
             del link.flows[flow.id]
             if link.flows:
                 self._dirty_links[link.id] = link
+        if flow.side is not None and self.on_rate is not None:
+            self.on_rate(flow, flow.rate, 0.0)
         flow.remaining = 0.0
         flow.rate = 0.0
         flow.updated = now
