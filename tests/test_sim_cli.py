@@ -193,3 +193,19 @@ def test_docs_what_if_table_is_true() -> None:
         row = f"| {label} | {t_roof:.0f} | {ref.predicted_us:.0f} | {best.predicted_us:.0f} |"
         assert row in text, row
     assert re.search(r"what-if table: checked by tests/test_sim_cli.py", text)
+
+
+def test_per_gpu_nvlink_bandwidth_what_if(cli) -> None:
+    """--set nvlink.bandwidth_GBps=900 (or scale_up.bandwidth_GBps) sets the per-GPU rate."""
+    base = json.loads(cli("analyze", "-t", "1", "--no-predict", "--format", "json").out)
+    for key in ("nvlink.bandwidth_GBps", "scale_up.bandwidth_GBps"):
+        data = json.loads(cli("analyze", "-t", "1", "--no-predict", "--set", f"{key}=900",
+                              "--format", "json").out)
+        assert data["topology"]["peer_line_rate_GBps"] == 900
+        assert data["roofline"]["t_comm_us"] == pytest.approx(
+            base["roofline"]["t_comm_us"] / 2, rel=1e-6)
+    r = cli("analyze", "-t", "1", "--topology", "pcie-l40s-8", "--set",
+            "nvlink.bandwidth_GBps=900")
+    assert r.code == 2 and "scale_up.links_per_gpu" in r.err
+    r = cli("analyze", "-t", "1", "--set", "nvlink.bandwidth_GBps=fast")
+    assert r.code == 2 and "expected a number" in r.err

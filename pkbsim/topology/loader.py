@@ -55,11 +55,19 @@ def load_topology(name: str, overrides: Mapping[str, Any] | None = None) -> Topo
     return parse_topology(data, str(path), sha)
 
 
+# What-if keys that are not fields of the file: the per-GPU NVLink bandwidth (one direction),
+# set by scaling the per-link figure (scale_up.link_bandwidth_GBps = value / links_per_gpu).
+PER_GPU_BANDWIDTH_KEYS = ("scale_up.bandwidth_GBps", "nvlink.bandwidth_GBps")
+
+
 def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any], file: str
                     ) -> dict[str, Any]:
     """Copy ``data`` with each dotted path replaced; the path must already exist."""
     out: dict[str, Any] = _deep_copy(data)
-    for dotted, value in overrides.items():
+    ordered = sorted(overrides.items(), key=lambda kv: kv[0] in PER_GPU_BANDWIDTH_KEYS)
+    for dotted, value in ordered:
+        if dotted in PER_GPU_BANDWIDTH_KEYS:
+            value, dotted = _per_link(out, dotted, value, file), "scale_up.link_bandwidth_GBps"
         node: Any = out
         parts = dotted.split(".")
         for i, part in enumerate(parts):
@@ -75,6 +83,18 @@ def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any], file:
             else:
                 node = node[part]
     return out
+
+
+def _per_link(data: Mapping[str, Any], key: str, value: Any, file: str) -> Any:
+    up = data.get("scale_up")
+    links = up.get("links_per_gpu") if isinstance(up, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TopologyError(f"--set {key}: expected a number of GB/s, got {value!r}", file=file,
+                            field=key)
+    if not isinstance(links, int) or links < 1:
+        raise TopologyError(f"--set {key}: needs scale_up.links_per_gpu (an NVLink fabric)",
+                            file=file, field="scale_up.links_per_gpu")
+    return value / links
 
 
 def _deep_copy(value: Any) -> Any:
