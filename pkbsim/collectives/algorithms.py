@@ -28,6 +28,12 @@ def _pairs(n: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(n) for j in range(n) if i != j]
 
 
+def _others(me: int, n: int) -> list[int]:
+    """The other ranks from ``me``'s point of view: me + 1, me + 2, ... (mod n), so that ranks
+    issuing one at a time (copy engines, queued sends) do not all start on the same peer."""
+    return [(me + k) % n for k in range(1, n)]
+
+
 def _exchange(me: int, peers: list[int], nbytes: float, tag: object) -> Phase:
     """A phase where ``me`` sends ``nbytes`` to each peer and receives as much from each."""
     sends = tuple(((me,), (p,), nbytes, (tag, me)) for p in peers)
@@ -145,7 +151,7 @@ class Direct(Algorithm):
     def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
                 channel: int = 0) -> Iterator[Prim]:
         n, r = ctx.n, ctx.root
-        peers = [j for j in range(n) if j != rank]
+        peers = _others(rank, n)
 
         def phase(c: int) -> list[Phase]:
             if kind == "send_recv":
@@ -198,7 +204,7 @@ class TwoShot(Algorithm):
 
     def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
                 channel: int = 0) -> Iterator[Prim]:
-        peers = [j for j in range(ctx.n) if j != rank]
+        peers = _others(rank, ctx.n)
         piece = m / ctx.n / chunks
         yield from _pipelined(lambda c: [_exchange(rank, peers, piece, (c, "rs")),
                                          _exchange(rank, peers, piece, (c, "ag"))],
@@ -222,7 +228,7 @@ class OneShot(Algorithm):
 
     def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
                 channel: int = 0) -> Iterator[Prim]:
-        peers = [j for j in range(ctx.n) if j != rank]
+        peers = _others(rank, ctx.n)
 
         def pull(c: int) -> list[Phase]:  # the reader issues the loads
             return [(tuple(((j,), (rank,), m / chunks, (c, j)) for j in peers),
@@ -443,8 +449,8 @@ class Hierarchical(Algorithm):
                 channel: int = 0) -> Iterator[Prim]:
         g, k = ctx.per_node, ctx.nodes
         node, local = divmod(rank, g)
-        here = [node * g + j for j in range(g) if j != local]
-        across = [x * g + local for x in range(k) if x != node]
+        here = [node * g + j for j in _others(local, g)]
+        across = [x * g + local for x in _others(node, k)]
 
         def phases(c: int) -> list[Phase]:
             if kind == "all_gather":
@@ -496,7 +502,7 @@ class HierarchicalTree(Algorithm):
                 channel: int = 0) -> Iterator[Prim]:
         g, k = ctx.per_node, ctx.nodes
         node, local = divmod(rank, g)
-        here = [node * g + j for j in range(g) if j != local]
+        here = [node * g + j for j in _others(local, g)]
         piece = m / g / chunks  # this rank's slice of one chunk
         if channel == 0:
             for c in range(chunks):

@@ -61,9 +61,11 @@ class CollectiveRun:
         self._open = [0] * n
         self._arrived: set[Any] = set()
         self._waiters: dict[Any, list[_Channel]] = {}
-        self._parked: dict[int, list[tuple[_Channel, tuple[Any, ...], list[int]]]] = {}
+        self._parked: dict[int, list[tuple[_Channel, tuple[Any, ...]]]] = {}
         self.done_at: list[float | None] = [None] * n
         self._all_ready = False
+        # copies queue for the issuing GPU's copy engines (gpu.copy_engines of the topology)
+        self._copies = spec.mechanism.name == "copy_engine" and sim.topo.gpu.copy_engines > 0
         self._routes: dict[tuple[Any, ...], tuple[Any, float, tuple[Any, ...], Any]] = {}
 
     # ------------------------------------------------------------ entry
@@ -87,7 +89,7 @@ class CollectiveRun:
             it = spec.algorithm.program(spec.kind, spec.nbytes, spec.ctx, rank, spec.chunks, c)
             self._advance(_Channel(rank, iter(it)))
         for parked in self._parked.pop(rank, []):
-            self._try_send(*parked)
+            self._send(*parked)
 
     # ------------------------------------------------------------ programs
 
@@ -97,12 +99,12 @@ class CollectiveRun:
             op = prim[0]
             if op == SEND:
                 ch.waiting = 1
-                self._try_send(ch, prim[1:], [])
+                self._try_send(ch, prim[1:])
                 return
             if op == BATCH:
                 ch.waiting = len(prim[1])
                 for send in prim[1]:
-                    self._try_send(ch, send, [])
+                    self._try_send(ch, send)
                 return
             if op == RECV:
                 key = (prim[1], ch.rank)
@@ -132,12 +134,19 @@ class CollectiveRun:
         if ch.waiting == 0:
             self._advance(ch)
 
-    def _try_send(self, ch: _Channel, send: tuple[Any, ...], _unused: list[int]) -> None:
+    def _try_send(self, ch: _Channel, send: tuple[Any, ...]) -> None:
+        """Copies first take one of the issuing GPU's copy engines, in program order."""
+        if self._copies:
+            self.sim.copy_engine(self.members[ch.rank], lambda: self._send(ch, send))
+        else:
+            self._send(ch, send)
+
+    def _send(self, ch: _Channel, send: tuple[Any, ...]) -> None:
         srcs, dsts, nbytes, tag = send
         if not self._all_ready:
             for r in (*srcs, *dsts):
                 if not self.ready[r]:
-                    self._parked.setdefault(r, []).append((ch, send, _unused))
+                    self._parked.setdefault(r, []).append((ch, send))
                     return
             self._all_ready = all(self.ready)
         route = self._routes.get((srcs, dsts, ch.rank))
@@ -149,7 +158,8 @@ class CollectiveRun:
                                                    members[ch.rank], self.spec.comm_sms)
             latency = self.spec.net_latency_s if crosses_nic else self.spec.step_latency_s
             route = self._routes[(srcs, dsts, ch.rank)] = (uses, latency, (g_srcs, g_dsts), hbm)
-        done = _SendDone(self, ch, dsts, tag, route[1])
+        issuer = self.members[ch.rank] if self._copies else -1
+        done = _SendDone(self, ch, dsts, tag, route[1], issuer)
         self.sim.net.start(route[0], nbytes, done, tag=(self.spec.label, *route[2]),
                            side=route[3])
 
@@ -164,18 +174,21 @@ class CollectiveRun:
 
 
 class _SendDone:
-    __slots__ = ("ch", "dsts", "latency", "run", "tag")
+    __slots__ = ("ch", "dsts", "issuer", "latency", "run", "tag")
 
     def __init__(self, run: CollectiveRun, ch: _Channel, dsts: tuple[int, ...], tag: Any,
-                 latency: float) -> None:
+                 latency: float, issuer: int) -> None:
         self.run = run
         self.ch = ch
         self.dsts = dsts
         self.tag = tag
         self.latency = latency
+        self.issuer = issuer  # the GPU whose copy engine carried it, or -1
 
     def __call__(self, flow: Flow) -> None:
         run = self.run
+        if self.issuer >= 0:
+            run.sim.copy_engine_done(self.issuer)
         if run.sim.options.trace:
             run.sim.record_flow(flow)
         if self.latency > 0:

@@ -11,6 +11,7 @@ graph; :meth:`Simulation.run` runs it. Nothing here prints or writes files.
 from __future__ import annotations
 
 import gc
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -148,6 +149,8 @@ class Simulation:
         self._hbm_comm = [0.0] * world_size  # bytes/s communication moves through each HBM
         self._hbm_since = [0.0] * world_size
         self._hbm: list[Link | None] = [None] * world_size
+        self._ce_free = [topo.gpu.copy_engines] * world_size
+        self._ce_queue: list[deque[Callable[[], None]]] = [deque() for _ in range(world_size)]
         self.net.on_rate = self._comm_hbm
         self._held = [0] * world_size
         self.comm_sm_seconds = [0.0] * world_size
@@ -179,6 +182,22 @@ class Simulation:
     def sm_link(self, rank: int) -> Link:
         sms = self.topo.gpu.sm_count
         return self.net.link(f"gpu{rank}.sm", "sm", float(max(sms - self._held[rank], 1)))
+
+    def copy_engine(self, rank: int, start: Callable[[], None]) -> None:
+        """Run ``start`` when one of ``rank``'s copy engines is free (copies beyond
+        ``gpu.copy_engines`` at once wait their turn, in order)."""
+        if self._ce_free[rank] > 0:
+            self._ce_free[rank] -= 1
+            start()
+        else:
+            self._ce_queue[rank].append(start)
+
+    def copy_engine_done(self, rank: int) -> None:
+        queue = self._ce_queue[rank]
+        if queue:
+            queue.popleft()()
+        else:
+            self._ce_free[rank] += 1
 
     def hold_sms(self, rank: int, delta: int) -> None:
         if delta == 0:
