@@ -6,6 +6,7 @@ Like :func:`pkbsim.analysis.analyze`, it loads, instantiates and computes; it ne
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,8 @@ def load_strategy(name: str, overrides: Mapping[str, str] | None = None) -> Stra
             nested.setdefault(op_id, {})[key] = value
         merged: dict[str, OpOverride] = dict(strategy.overrides)
         for op_id, ov in parse_overrides(nested).items():
-            base = merged.get(op_id, OpOverride())
-            merged[op_id] = OpOverride(**{k: getattr(ov, k) if getattr(ov, k) is not None
-                                          else getattr(base, k)
-                                          for k in ("mechanism", "algorithm", "protocol",
-                                                    "chunks", "sms")})
+            given = {k: v for k, v in vars(ov).items() if v is not None}
+            merged[op_id] = replace(merged.get(op_id, OpOverride()), **given)
         strategy = Strategy(strategy.name, merged, strategy.chunks, strategy.source)
     return strategy
 
@@ -80,5 +78,4 @@ def run_simulation(task: str, strategy: str = "nccl_reference",
     inst = instantiate(spec, world_size, preset, task_sets)
     result = simulate(inst, topo, load_strategy(strategy, overrides),
                       SimOptions(iterations=iterations, trace=trace))
-    object.__setattr__(result, "topology_overrides", dict(topo_sets))
-    return result
+    return replace(result, topology_overrides=dict(topo_sets))

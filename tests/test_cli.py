@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from jsoncheck import get
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,14 +17,6 @@ CONTRACT = ["task.id", "task.name", "topology.name", "world_size", "preset", "op
             "roofline.t_comp_us", "roofline.t_latency_floor_us", "roofline.t_roof_us",
             "roofline.binding", "attainment", "provenance.pkbsim_version",
             "provenance.topology_sha256", "provenance.parameters"]
-
-
-def _get(data: dict, dotted: str) -> object:
-    node: object = data
-    for part in dotted.split("."):
-        assert isinstance(node, dict) and part in node, f"missing {dotted}"
-        node = node[part]
-    return node
 
 
 def test_analyze_grpo_table(cli) -> None:
@@ -41,7 +34,7 @@ def test_analyze_json_contract(cli) -> None:
     assert r.code == 0, r.err
     data = json.loads(r.out)
     for key in CONTRACT:
-        _get(data, key)
+        get(data, key)
     assert data["task"]["id"] == 83 and data["world_size"] == 8 and data["preset"] == "pkb"
     assert data["attainment"] is None
     kinds = [op["kind"] for op in data["ops"]]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from jsoncheck import get
 
 from pkbsim.simulation import run_simulation
 
@@ -17,14 +18,6 @@ CONTRACT = ["schema", "task.id", "topology.name", "world_size", "preset", "strat
             "strategy.pieces", "iterations", "predicted_us", "per_rank_us", "slowest_rank",
             "bound_by", "roofline.t_roof_us", "ops", "links", "sm_utilization",
             "critical_path", "events.flows", "provenance.topology_sha256"]
-
-
-def _get(data: dict, dotted: str) -> object:
-    node: object = data
-    for part in dotted.split("."):
-        assert isinstance(node, dict) and part in node, f"missing {dotted}"
-        node = node[part]
-    return node
 
 
 def test_simulate_table(cli) -> None:
@@ -42,7 +35,7 @@ def test_simulate_json_contract(cli) -> None:
     assert r.code == 0, r.err
     data = json.loads(r.out)
     for key in CONTRACT:
-        _get(data, key)
+        get(data, key)
     assert data["schema"] == "pkbsim.simulation/1"
     assert data["strategy"]["name"] == "custom_best"
     tried = data["strategy"]["pieces_tried"]

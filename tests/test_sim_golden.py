@@ -6,11 +6,10 @@ A deliberate model change regenerates them: PKBSIM_UPDATE_GOLDEN=1 pytest tests/
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import pytest
+from jsoncheck import check_golden
 
 from pkbsim.report.sim_report import to_dict
 from pkbsim.roofline import roofline
@@ -25,27 +24,10 @@ CASES = [
     ("8", "nccl_reference", "h100-ib-2node", 16, "pkb"),
     ("54", "custom_best", "hgx-b200", 8, "pkb"),
 ]
-VOLATILE = ("sha256", "file", "task_file", "topology_file", "task_sha256", "topology_sha256",
-            "pkbsim_version")
-
-
-def _strip(value: object) -> object:
-    if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [_strip(v) for v in value]
-    return value
-
 
 @pytest.mark.parametrize(("task", "strategy", "topo", "w", "preset"), CASES)
 def test_simulation_golden(task: str, strategy: str, topo: str, w: int | None,
                            preset: str) -> None:
     result = run_simulation(task, strategy, topo, w, preset)
-    got = _strip(to_dict(result, roofline(result.instance, result.topology)))
-    path = GOLDEN / f"simulate_{task}_{strategy}_{topo}_{w or 'default'}_{preset}.json"
-    if os.environ.get("PKBSIM_UPDATE_GOLDEN"):
-        path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
-    expected = json.loads(path.read_text())
-    assert isinstance(got, dict)
-    for key in sorted(set(expected) | set(got)):
-        assert got.get(key) == expected.get(key), f"{path.name}: {key} differs"
+    check_golden(to_dict(result, roofline(result.instance, result.topology)),
+                 GOLDEN / f"simulate_{task}_{strategy}_{topo}_{w or 'default'}_{preset}.json")

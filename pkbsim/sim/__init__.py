@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pkbsim.collectives import ALGORITHMS, algbw_busbw
 from pkbsim.collectives.base import Context
 from pkbsim.errors import InfeasibleError, UsageError
 from pkbsim.roofline import check_world_size, fits
 from pkbsim.sim.collective import CallSpec
-from pkbsim.sim.engine import Collective, SimOptions, Simulation
+from pkbsim.sim.engine import SimOptions, Simulation, run_call
+from pkbsim.sim.engine import comm_sms as held_sms
 from pkbsim.sim.result import SimResult, summarize
 from pkbsim.sim.strategies import CHUNK_CHOICES, STRATEGIES, Builder, Strategy
 from pkbsim.task.schema import ComputeOp, TaskInstance
@@ -36,9 +37,7 @@ def simulate(inst: TaskInstance, topo: Topology, strategy: Strategy,
             if k > 1 and tried[k].predicted_us >= tried[k // 2].predicted_us:
                 break
         best = min(tried, key=lambda k: (tried[k].predicted_us, k))
-        result = tried[best]
-        object.__setattr__(result, "tried", {k: r.predicted_us for k, r in tried.items()})
-        return result
+        return replace(tried[best], tried={k: r.predicted_us for k, r in tried.items()})
     return _run(inst, topo, strategy, options, strategy.chunks or 1)
 
 
@@ -103,16 +102,11 @@ def simulate_collective(topo: Topology, kind: str, nbytes: float, world_size: in
                          f"over {len(per_node)} node(s)")
     if not fits(alg, mech, kind):
         raise UsageError(f"mechanism {mechanism} cannot carry {algorithm} {kind}")
-    sim = Simulation(topo, world_size, SimOptions(iterations=1, hbm_contention=False))
-    sms = comm_sms if comm_sms is not None else (mech.sms_to_saturate
-                                                  if mech.traits.uses_sms else 0)
     net = topo.scale_out.latency_us * US if topo.scale_out else 0.0
     spec = CallSpec(alg, mech, kind, nbytes, ctx, chunks,
-                    mech.latency_s if start_latency else 0.0, mech.step_latency_s, net, sms,
-                    kind)
-    run = sim.collective(spec, list(range(world_size)))
-    nodes = [sim.node(r, "stream0", kind, 0, Collective(run, r)) for r in range(world_size)]
-    sim.run()
+                    mech.latency_s if start_latency else 0.0, mech.step_latency_s, net,
+                    held_sms(mech, comm_sms), kind)
+    sim, nodes = run_call(topo, world_size, spec, list(range(world_size)))
     per_rank = tuple(n.end or 0.0 for n in nodes)
     return CollectiveResult(kind, algorithm, mechanism, world_size, nbytes, chunks,
                             max(per_rank), per_rank, sim.net.flows_started,

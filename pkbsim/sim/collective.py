@@ -62,7 +62,6 @@ class CollectiveRun:
         self._arrived: set[Any] = set()
         self._waiters: dict[Any, list[_Channel]] = {}
         self._parked: dict[int, list[tuple[_Channel, tuple[Any, ...]]]] = {}
-        self.done_at: list[float | None] = [None] * n
         self._all_ready = False
         # copies queue for the issuing GPU's copy engines (gpu.copy_engines of the topology)
         self._copies = spec.mechanism.name == "copy_engine" and sim.topo.gpu.copy_engines > 0
@@ -124,7 +123,6 @@ class CollectiveRun:
                     return
         self._open[ch.rank] -= 1
         if self._open[ch.rank] == 0:
-            self.done_at[ch.rank] = self.sim.env.now
             finisher = self.finishers[ch.rank]
             if finisher is not None:
                 finisher()

@@ -38,7 +38,6 @@ class Node:
     launch_s: float = 0.0
     deps: list[Node] = field(default_factory=list)
     work: Work | None = None
-    info: dict[str, Any] = field(default_factory=dict)
     # filled while running
     ready: float | None = None  # all dependencies ended
     start: float | None = None  # after the launch overhead
@@ -123,6 +122,24 @@ class Collective(Work):
         self.run_.enter(self.group_rank)
 
 
+def run_call(topo: Topology, world_size: int, spec: CallSpec, members: list[int]
+             ) -> tuple[Simulation, list[Node]]:
+    """One collective call alone on an idle machine, every member entering at time 0."""
+    sim = Simulation(topo, world_size, SimOptions(iterations=1, hbm_contention=False))
+    run = sim.collective(spec, members)
+    nodes = [sim.node(r, "stream0", spec.label, 0, Collective(run, g))
+             for g, r in enumerate(members)]
+    sim.run()
+    return sim, nodes
+
+
+def comm_sms(mech: Mechanism, requested: int | None) -> int:
+    """SMs a call on ``mech`` holds: the request, else what saturates it; a copy engine none."""
+    if not mech.traits.uses_sms:
+        return 0
+    return requested if requested is not None else mech.sms_to_saturate
+
+
 @dataclass
 class SimOptions:
     iterations: int = 3  # back to back, as PKB times them; steady state from the second on
@@ -142,7 +159,6 @@ class Simulation:
         self.net = Network(self.env)
         self.fabric = fabric_for(topo)
         self.nodes: list[Node] = []
-        self.runs: list[CollectiveRun] = []
         self.flows: list[tuple[float, float, Any, float]] = []  # (start, end, tag, bytes)
         self._uses: dict[tuple[Any, ...], tuple[list[tuple[Link, float]], bool,
                                                  tuple[tuple[int, float], ...] | None]] = {}
@@ -159,15 +175,14 @@ class Simulation:
     # ------------------------------------------------------------ building
 
     def node(self, rank: int, track: str, name: str, iteration: int, work: Work | None = None,
-             deps: list[Node | None] | None = None, launch_s: float = 0.0, **info: Any) -> Node:
+             deps: list[Node | None] | None = None, launch_s: float = 0.0) -> Node:
         node = Node(len(self.nodes), rank, track, name, iteration, launch_s,
-                    [d for d in (deps or []) if d is not None], work, info)
+                    [d for d in (deps or []) if d is not None], work)
         self.nodes.append(node)
         return node
 
     def collective(self, spec: CallSpec, members: list[int]) -> CollectiveRun:
         run = CollectiveRun(self, spec, members)
-        self.runs.append(run)
         return run
 
     # ------------------------------------------------------------ links

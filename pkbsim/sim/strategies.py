@@ -30,7 +30,15 @@ from pkbsim.roofline import (
 )
 from pkbsim.sim import nccl
 from pkbsim.sim.collective import CallSpec
-from pkbsim.sim.engine import Collective, Compute, Delay, Node, SimOptions, Simulation
+from pkbsim.sim.engine import (
+    Collective,
+    Compute,
+    Delay,
+    Node,
+    Simulation,
+    comm_sms,
+    run_call,
+)
 from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
 from pkbsim.units import US
 
@@ -140,11 +148,10 @@ class Builder:
             raise UsageError(f"op {op.id}: unknown protocol {ov.protocol!r} "
                              f"(expected {', '.join(nccl.PROTOCOLS)})")
         choice = nccl.choose(op, nbytes, ctx, self.w, fabric, ov.algorithm, ov.protocol)
-        mech = self.topo.mechanisms[ov.mechanism or choice.mechanism] if (
-            ov.mechanism in self.topo.mechanisms or ov.mechanism is None) else None
-        if mech is None:
-            raise UsageError(f"op {op.id}: topology {self.topo.name} has no mechanism "
-                             f"{ov.mechanism!r}")
+        name = ov.mechanism or choice.mechanism
+        if name not in self.topo.mechanisms:
+            raise UsageError(f"op {op.id}: topology {self.topo.name} has no mechanism {name!r}")
+        mech = self.topo.mechanisms[name]
         alg = ALGORITHMS[choice.algorithm]
         if not alg.applies(op.kind, ctx):
             raise UsageError(f"op {op.id}: algorithm {alg.name} cannot carry {op.kind}")
@@ -152,8 +159,7 @@ class Builder:
             raise UsageError(f"op {op.id}: mechanism {mech.name} cannot carry {alg.name} "
                              f"{op.kind} on {self.topo.name}")
         chunks = ov.chunks or choice.chunks
-        sms = (ov.sms if ov.sms is not None else mech.sms_to_saturate) \
-            if mech.traits.uses_sms else 0
+        sms = comm_sms(mech, ov.sms)
         self.choices[op.id] = CommChoice(op.id, alg.name, mech.name, choice.protocol, chunks,
                                          1, sms, round(choice.estimate_s / US, 6))
         return CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, choice.start_latency_s,
@@ -185,8 +191,7 @@ class Builder:
             assert fits(alg, mech, op.kind)
             chunks = ov.chunks or algorithm_chunks(alg.name, op.kind, nbytes, ctx.n,
                                                    CUSTOM_CHUNK_BYTES)
-            sms = (ov.sms if ov.sms is not None else mech.sms_to_saturate) \
-                if mech.traits.uses_sms else 0  # a copy engine holds no SMs
+            sms = comm_sms(mech, ov.sms)
             if mech.traits.uses_sms and sms < 1:
                 raise UsageError(f"op {op.id}: {mech.name} moves data with SMs; give it >= 1")
             spec = CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, mech.latency_s,
@@ -201,18 +206,12 @@ class Builder:
         return best_spec
 
     def _standalone(self, spec: CallSpec, members: list[int]) -> float:
-        """One call alone on an idle machine, every member entering at time 0 (memoised per
-        topology: the same call recurs across repeats, pieces and strategies)."""
-        key = (spec.algorithm.name, spec.mechanism.name, spec.kind, spec.nbytes, spec.ctx,
-               spec.chunks, spec.start_latency_s, spec.step_latency_s, spec.net_latency_s,
-               spec.comm_sms, tuple(members), self.w)
+        """One call alone on an idle machine (memoised per topology: the same call recurs
+        across repeats, pieces and strategies)."""
+        key = (spec, tuple(members), self.w)
         cache = self.sim.fabric.call_times
         if key not in cache:
-            sim = Simulation(self.topo, self.w, SimOptions(iterations=1, hbm_contention=False))
-            run = sim.collective(spec, members)
-            for g, r in enumerate(members):
-                sim.node(r, "stream0", spec.label, 0, Collective(run, g))
-            cache[key] = sim.run()
+            cache[key] = run_call(self.topo, self.w, spec, members)[0].env.now
         return cache[key]
 
     def pieces_of(self, op: CommOp | ComputeOp) -> int:
@@ -223,7 +222,7 @@ class Builder:
 
     def collective_nodes(self, op: CommOp, rep: int, nbytes: float,
                          deps: Mapping[int, list[Node | None]],
-                         it: int, launch_s: float, piece: int = 0) -> dict[int, Node]:
+                         it: int, launch_s: float) -> dict[int, Node]:
         """One call of ``op`` in every group: one node per rank."""
         spec = self.spec(op, rep, nbytes)
         out: dict[int, Node] = {}
@@ -231,7 +230,7 @@ class Builder:
             run = self.sim.collective(spec, members)
             for g, r in enumerate(members):
                 out[r] = self.sim.node(r, "stream0", op.id, it, Collective(run, g),
-                                       deps[r], launch_s, repeat=rep, piece=piece)
+                                       deps[r], launch_s)
         return out
 
     # ------------------------------------------------------------ strategies
@@ -257,7 +256,7 @@ class Builder:
             if isinstance(op, CommOp):
                 for rep in range(op.repeat):
                     issued = {r: sim.node(r, "host", op.id, it, Delay(lat.host_collective_us * US),
-                                          [host[r]], repeat=rep) for r in range(self.w)}
+                                          [host[r]]) for r in range(self.w)}
                     nodes = self.collective_nodes(
                         op, rep, op.bytes_per_rank * op.imbalance,
                         {r: [issued[r], gpu[r]] for r in range(self.w)}, it, launch)
@@ -301,7 +300,7 @@ class Builder:
         pieces_done: dict[str, list[dict[int, list[Node]]]] = {}
         leaves: dict[int, list[Node]] = {r: [] for r in range(self.w)}
         for op in self.inst.ops:
-            count = op.repeat if isinstance(op, CommOp) else min(op.repeat, MAX_INSTANCES)
+            count = self._count(op)
             k = self.pieces_of(op)
             instances: list[dict[int, list[Node]]] = []
             for i in range(count):
@@ -312,9 +311,9 @@ class Builder:
                             for r in range(self.w)}
                     if isinstance(op, CommOp):
                         nodes = self.collective_nodes(op, i, op.bytes_per_rank * op.imbalance / k,
-                                                      deps, it, 0.0, j)
+                                                      deps, it, 0.0)
                     else:
-                        nodes = self._compute_nodes(op, count, k, deps, it, i, j)
+                        nodes = self._compute_nodes(op, count, k, deps, it)
                     for r, node in nodes.items():
                         per_rank[r].append(node)
                 instances.append(per_rank)
@@ -356,7 +355,7 @@ class Builder:
 
     def _compute_nodes(self, op: ComputeOp, count: int, k: int,
                        deps: Mapping[int, list[Node | None]],
-                       it: int, i: int, j: int) -> dict[int, Node]:
+                       it: int) -> dict[int, Node]:
         cb = bound_compute_op(op, self.topo)
         share = 1.0 / (count * k)
         out = {}
@@ -365,7 +364,7 @@ class Builder:
                 out[r] = self.sim.node(r, "stream0", op.id, it,
                                        Compute(cb.t_comp_s * share,
                                                op.hbm_bytes * op.repeat * op.imbalance * share),
-                                       deps[r], 0.0, repeat=i, piece=j)
+                                       deps[r], 0.0)
         return out
 
 
