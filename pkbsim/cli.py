@@ -244,6 +244,89 @@ def _image_format(path: Path, option: str) -> str:
     return suffix[1:]
 
 
+@app.command()
+def validate(
+    gpus: Annotated[int | None, typer.Option(
+        help="Use at most N GPUs (default: all present). Cases needing more are waived.")] = None,
+    quick: Annotated[bool, typer.Option(
+        "--quick", help="Fewer sizes and repeats: the whole suite in a few minutes.")] = False,
+    cases: Annotated[str | None, typer.Option(
+        help="Only cases whose key matches one of these comma-separated glob patterns "
+             "(e.g. 'hbm.*,launch.*').")] = None,
+    out: Annotated[Path, typer.Option(
+        help="Folder for results.json and each case's log.")] = Path("validation"),
+    report: Annotated[Path | None, typer.Option(
+        help="Do not measure: compare DIR/results.json with the simulator's predictions on "
+             "the uncalibrated (--base) and calibrated topology, and write DIR/report.*.")]
+        = None,
+    base: Annotated[str | None, typer.Option(
+        help="With --report: the uncalibrated topology (default: chosen by GPU name).")] = None,
+    calibrated: Annotated[Path | None, typer.Option(
+        help="With --report: a calibrated topology file (default: calibrate from the "
+             "results in memory).")] = None,
+    allow_multicast: Annotated[bool, typer.Option(
+        "--allow-multicast", help="Run cases that use NVLink multicast (NVLS). Off by "
+                                  "default: multicast can disrupt a shared node.")] = False,
+    timeout: Annotated[float | None, typer.Option(
+        help="Seconds each case may run (default: each case's own limit).")] = None,
+    nnodes: Annotated[int, typer.Option(
+        help="Nodes for torchrun cases (multi-node: run this on every node).")] = 1,
+    rdzv_endpoint: Annotated[str | None, typer.Option(
+        help="HOST:PORT of torchrun's c10d rendezvous, for --nnodes > 1.")] = None,
+    list_cases: Annotated[bool, typer.Option(
+        "--list", help="List the cases and exit.")] = False,
+) -> None:
+    """Measure this machine's GPUs (HBM, launches, host copies, peers, NCCL), each case in a
+    child process with a timeout; or, with --report, the model's error against a run."""
+    if report is not None:
+        from pkbsim.validation.report_cmd import report_command
+
+        report_command(report, base, calibrated)
+        return
+    from pkbsim.validation.validate_cmd import validate_command
+
+    validate_command(gpus=gpus, quick=quick, patterns=cases, out=out,
+                     allow_multicast=allow_multicast, timeout_s=timeout, nnodes=nnodes,
+                     rdzv_endpoint=rdzv_endpoint, list_only=list_cases)
+
+
+@app.command()
+def calibrate(
+    results: Annotated[Path, typer.Argument(help="A validation run's results.json (or its "
+                                                 "folder).")],
+    out: Annotated[Path, typer.Option(help="Topology file to write (.yaml).")],
+    base: Annotated[str | None, typer.Option(
+        help="Topology whose unmeasured parameters are kept (default: chosen by GPU "
+             "name).")] = None,
+    name: Annotated[str | None, typer.Option(
+        help="Name of the new topology (default: the --out file's stem).")] = None,
+) -> None:
+    """Fit latency, bandwidth and efficiency per mechanism to a validation run and write a
+    topology file that says where each fitted number came from."""
+    from pkbsim.validation.calibrate_cmd import calibrate_command
+
+    calibrate_command(results, out, base, name)
+
+
+@app.command()
+def discover(
+    out: Annotated[Path | None, typer.Option(
+        help="Topology file to write (default: print it).")] = None,
+    from_: Annotated[Path | None, typer.Option(
+        "--from", help="Parse captured output instead of asking this machine: a results.json "
+                       "with a topology.discover case, or a saved `nvidia-smi topo -m`.")]
+        = None,
+    base: Annotated[str | None, typer.Option(
+        help="Topology whose per-GPU numbers are reused (default: chosen by GPU name).")]
+        = None,
+    name: Annotated[str | None, typer.Option(help="Name of the new topology.")] = None,
+) -> None:
+    """Read this machine's GPUs and links (pynvml, `nvidia-smi topo -m`) into a topology file."""
+    from pkbsim.validation.discover_cmd import discover_command
+
+    discover_command(out, from_, base, name)
+
+
 @topo_app.command("list")
 def topo_list() -> None:
     """Shipped topologies, one line each."""

@@ -154,6 +154,7 @@ def _gpu(f: Fields) -> Gpu:
         l2_MiB=f.num("l2_MiB", lo=0),
         copy_engines=f.integer("copy_engines", lo=0),
         peak_tflops=peaks,
+        hbm_efficiency=f.num("hbm_efficiency", 1.0, lo=0, lo_open=True, hi=1.0),
     )
     f.done()
     return gpu

@@ -73,10 +73,12 @@ class Gpu:
     l2_MiB: float
     copy_engines: int
     peak_tflops: dict[str, float] = field(hash=False)
+    hbm_efficiency: float = 1.0  # achievable fraction of hbm_bandwidth_GBps (a large copy)
 
     @property
     def hbm_Bps(self) -> float:
-        return self.hbm_bandwidth_GBps * GB
+        """Achievable HBM bandwidth, reads plus writes: the peak times ``hbm_efficiency``."""
+        return self.hbm_bandwidth_GBps * self.hbm_efficiency * GB
 
 
 @dataclass(frozen=True)

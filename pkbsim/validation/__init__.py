@@ -1,0 +1,1 @@
+"""Hardware validation: run measurements, fit the model to them, report its error."""
