@@ -1,42 +1,27 @@
-"""Host-side costs of driving a GPU from Python: what the simulator's host timeline needs.
+"""Host dispatch: how fast a Python loop of small PyTorch ops and torch.distributed calls can
+feed the GPU (cases host.dispatch, one process; host.dispatch_multi, under torchrun).
 
-Run on a machine with one or more NVIDIA GPUs (torch with CUDA), as a child process:
+  host_torch_op     eager torch.add on 1,024 elements in a loop of K: host issue time per op
+                    and GPU time per op (CUDA events around the loop); time_us = the larger
+  host_dist_call    eager torch.distributed calls (NCCL, 2 KiB bf16) in a loop: likewise, with
+                    params.world_size (1 alone; every rank under torchrun)
+  host_item_sync    wall time of .item() on a one-element tensor, stream idle
+  host_synchronize  wall time of torch.cuda.synchronize(), device idle
 
-    python validate/host_dispatch.py --out results.json
-
-Measures, each as the median of several repeats after warm-up:
-  * eager_op: host time to issue one small eager PyTorch op (``torch.add(x, 1, out=y)`` on
-    1024 elements) in a Python loop, and the GPU time per op of the same loop (CUDA events);
-  * graph_node: GPU time per kernel node when the same ops are replayed in a CUDA graph;
-  * dist_<kind>: host time per eager torch.distributed call (NCCL, this process alone:
-    world size 1) in a Python loop, and its GPU time per call;
-  * item_sync: wall time of ``.item()`` on a one-element tensor when the stream is idle, and of
-    ``torch.cuda.synchronize()`` on an idle device: the cost of a host synchronisation beyond
-    the GPU work it waits for.
-NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and friends are set before torch starts).
+Every op's result is checked against its closed form.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import statistics
-import sys
 import time
 
-for _key, _value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                     ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ.setdefault(_key, _value)
-
-
-def _median_us(samples: list[float]) -> float:
-    return statistics.median(samples) * 1e6
+from _common import CheckFailed, Emitter, parse_args
 
 
 def _loop(fn, n: int, torch) -> tuple[float, float]:
-    """(host seconds per call, GPU seconds per call) for ``n`` calls of ``fn`` in a loop."""
+    """(host us per call, GPU us per call) for ``n`` calls of ``fn`` in a Python loop."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
     start.record()
@@ -46,105 +31,101 @@ def _loop(fn, n: int, torch) -> tuple[float, float]:
     t1 = time.perf_counter()
     end.record()
     torch.cuda.synchronize()
-    return (t1 - t0) / n, start.elapsed_time(end) * 1e-3 / n
+    return (t1 - t0) * 1e6 / n, start.elapsed_time(end) * 1e3 / n
 
 
-def measure(repeats: int, n: int) -> dict[str, object]:
-    import torch
-    import torch.distributed as dist
-
-    dev = torch.device("cuda", 0)
-    x = torch.ones(1024, device=dev)
-    y = torch.empty_like(x)
-    out: dict[str, object] = {}
-
-    def op() -> None:
-        torch.add(x, 1, out=y)
-
-    for _ in range(3):
-        _loop(op, n, torch)
-    host, gpu = zip(*(_loop(op, n, torch) for _ in range(repeats)), strict=True)
-    out["eager_op"] = {"host_us": _median_us(list(host)), "gpu_us": _median_us(list(gpu)),
-                       "calls": n, "repeats": repeats}
-    if not torch.allclose(y, x + 1):
-        raise SystemExit("eager_op: wrong result")
-
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            op()
-    torch.cuda.current_stream().wait_stream(stream)
-    with torch.cuda.graph(graph):
-        for _ in range(n):
-            op()
-    graph.replay()
-    torch.cuda.synchronize()
-    per_node = []
-    for _ in range(repeats):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        graph.replay()
-        e.record()
-        torch.cuda.synchronize()
-        per_node.append(s.elapsed_time(e) * 1e-3 / n)
-    out["graph_node"] = {"gpu_us": _median_us(per_node), "nodes": n, "repeats": repeats}
-
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29555")
-    dist.init_process_group("nccl", rank=0, world_size=1, device_id=dev)
-    small = torch.ones(1024, device=dev, dtype=torch.bfloat16)
-    gathered = torch.empty(1024, device=dev, dtype=torch.bfloat16)
-    calls = {
-        "all_reduce": lambda: dist.all_reduce(small),
-        "all_gather_into_tensor": lambda: dist.all_gather_into_tensor(gathered, small),
-        "all_to_all_single": lambda: dist.all_to_all_single(gathered, small),
-        "broadcast": lambda: dist.broadcast(small, 0),
-    }
-    for name, fn in calls.items():
-        for _ in range(2):
-            _loop(fn, n // 4, torch)
-        host, gpu = zip(*(_loop(fn, n // 4, torch) for _ in range(repeats)), strict=True)
-        out[f"dist_{name}"] = {"host_us": _median_us(list(host)),
-                               "gpu_us": _median_us(list(gpu)), "calls": n // 4,
-                               "repeats": repeats, "world_size": 1}
-    dist.destroy_process_group()
-
-    one = torch.ones(1, device=dev)
-    item, sync = [], []
-    for _ in range(repeats * 20):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        one.item()
-        item.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        torch.cuda.synchronize()
-        sync.append(time.perf_counter() - t0)
-    out["item_sync"] = {"item_us": _median_us(item), "synchronize_us": _median_us(sync),
-                        "repeats": repeats * 20}
-    out["environment"] = {
-        "gpu_name": torch.cuda.get_device_name(0), "gpu_count": torch.cuda.device_count(),
-        "torch": torch.__version__, "cuda": torch.version.cuda,
-        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-        "python": platform.python_version(), "hostname": platform.node(),
-        "cpu": platform.processor() or platform.machine(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(sys.argv),
-    }
-    return out
+def _steady(fn, n: int, repeats: int, torch) -> tuple[list[float], float, float]:
+    for _ in range(2):
+        _loop(fn, n, torch)
+    pairs = [_loop(fn, n, torch) for _ in range(repeats)]
+    steady = [max(h, g) for h, g in pairs]
+    return steady, statistics.median(h for h, _ in pairs), statistics.median(g for _, g in pairs)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--calls", type=int, default=2000)
-    args = parser.parse_args()
-    result = measure(args.repeats, args.calls)
-    with open(args.out, "w") as handle:
-        json.dump(result, handle, indent=2)
-    print(json.dumps(result, indent=2))
+    args = parse_args(__doc__)
+    import torch
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    dev = torch.device("cuda", local)
+    torch.cuda.set_device(dev)
+    emit = Emitter(args.out, write=rank == 0)
+    n = 500 if args.quick else 2000
+    repeats = 5 if args.quick else 9
+
+    if world == 1:
+        x = torch.randn(1024, device=dev) + 3.0
+        y = torch.empty_like(x)
+
+        def op() -> None:
+            torch.add(x, 1, out=y)
+
+        y.fill_(float("nan"))
+        steady, host, gpu = _steady(op, n, repeats, torch)
+        if not torch.equal(y, x + 1):
+            raise CheckFailed("torch.add: wrong result")
+        emit.measurement("host_torch_op", 0, steady, host_us=host, gpu_us=gpu, calls=n,
+                         torch_op="torch.add 1024 fp32")
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29555")
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
+    elems = 1024  # 2 KiB of bf16
+    src = torch.full((elems,), float(rank + 1), device=dev, dtype=torch.bfloat16)
+    buf = src.clone()
+    gathered = torch.empty(elems * world, device=dev, dtype=torch.bfloat16)
+    a2a_in = torch.full((elems * world,), float(rank + 1), device=dev, dtype=torch.bfloat16)
+    a2a_out = torch.empty_like(a2a_in)
+    calls = {
+        "all_reduce": lambda: dist.all_reduce(buf),
+        "all_gather_into_tensor": lambda: dist.all_gather_into_tensor(gathered, src),
+        "all_to_all_single": lambda: dist.all_to_all_single(a2a_out, a2a_in),
+        "broadcast": lambda: dist.broadcast(buf, 0),
+    }
+    for name, fn in calls.items():
+        steady, host, gpu = _steady(fn, max(n // 4, 50), repeats, torch)
+        emit.measurement("host_dist_call", 2 * elems, steady, collective=name, world_size=world,
+                         host_us=host, gpu_us=gpu, calls=max(n // 4, 50), backend="nccl")
+    # checks, once each, on fresh buffers
+    buf.copy_(src)
+    dist.all_reduce(buf)
+    if not torch.all(buf == float(world * (world + 1) // 2)):
+        raise CheckFailed("all_reduce: wrong sum")
+    gathered.fill_(float("nan"))
+    dist.all_gather_into_tensor(gathered, src)
+    want = torch.arange(1, world + 1, device=dev, dtype=torch.bfloat16).repeat_interleave(elems)
+    if not torch.equal(gathered, want):
+        raise CheckFailed("all_gather_into_tensor: wrong result")
+    a2a_out.fill_(float("nan"))
+    dist.all_to_all_single(a2a_out, a2a_in)
+    if not torch.equal(a2a_out, want):
+        raise CheckFailed("all_to_all_single: wrong result")
+    dist.destroy_process_group()
+
+    if world == 1:
+        one = torch.randn(1, device=dev) + 5.0
+        item, sync = [], []
+        for i in range(repeats * 20 + 10):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            value = one.item()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            t2 = time.perf_counter()
+            if i >= 10:
+                item.append((t1 - t0) * 1e6)
+                sync.append((t2 - t1) * 1e6)
+        if value == 0.0:
+            raise CheckFailed(".item(): read zero from a non-zero tensor")
+        emit.measurement("host_item_sync", 0, item)
+        emit.measurement("host_synchronize", 0, sync)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except CheckFailed as exc:
+        raise SystemExit(f"check failed: {exc}") from None

@@ -251,7 +251,7 @@ class Builder:
     def _reference_iteration(self, it: int, host: list[Node | None],
                              gpu: list[Node | None]) -> None:
         sim, lat = self.sim, self.topo.latency
-        launch = lat.kernel_launch_us * US
+        launch = lat.eager_kernel_us * US  # eager PyTorch: each kernel launched from Python
         for op in self.inst.ops:
             if isinstance(op, CommOp):
                 for rep in range(op.repeat):
@@ -296,7 +296,7 @@ class Builder:
             host[r] = sim.node(r, "host", "fused_kernel", it, Delay(lat.host_launch_us * US),
                                [host[r]])
             kernel[r] = sim.node(r, "stream0", "fused_kernel", it, None, [host[r], gpu[r]],
-                                 lat.kernel_launch_us * US)
+                                 lat.eager_kernel_us * US)
         pieces_done: dict[str, list[dict[int, list[Node]]]] = {}
         leaves: dict[int, list[Node]] = {r: [] for r in range(self.w)}
         for op in self.inst.ops:

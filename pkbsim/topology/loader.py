@@ -215,6 +215,7 @@ def _latency(f: Fields) -> Latency:
         nccl_call_us=f.num("nccl_call_us", lo=0),
         host_collective_us=f.num("host_collective_us", lo=0),
         host_sync_us=f.num("host_sync_us", lo=0),
+        eager_launch_us=f.num("eager_launch_us", lo=0) if f.has("eager_launch_us") else None,
     )
     f.done()
     return out

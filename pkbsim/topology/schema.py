@@ -128,6 +128,12 @@ class Latency:
     nccl_call_us: float  # one small eager NCCL collective, end to end
     host_collective_us: float = 0.0  # host cost to issue one eager torch.distributed call
     host_sync_us: float = 0.0  # host cost of one synchronisation once the stream has drained
+    eager_launch_us: float | None = None  # GPU cost of one eagerly launched kernel, back to back
+
+    @property
+    def eager_kernel_us(self) -> float:
+        """GPU-side cost of a kernel launched eagerly (default: ``kernel_launch_us``)."""
+        return self.kernel_launch_us if self.eager_launch_us is None else self.eager_launch_us
 
 
 @dataclass(frozen=True)
