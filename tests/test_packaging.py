@@ -24,6 +24,8 @@ def test_wheel_carries_data_and_runs_outside_the_repository(tmp_path: Path) -> N
         assert f"pkbsim/_data/topologies/{stem}.yaml" in names
     for stem in (p.stem for p in (ROOT / "tasks").glob("*.yaml")):
         assert f"pkbsim/_data/tasks/{stem}.yaml" in names
+    for script in (p.name for p in (ROOT / "validate").glob("*.py")):
+        assert f"pkbsim/_data/validate/{script}" in names  # the GPU scripts travel too
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}
