@@ -369,7 +369,9 @@ def tasks_show(
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app; turn every input error into one line and exit 2."""
     try:
-        app(args=argv, prog_name="pkbsim", standalone_mode=False)
+        code = app(args=argv, prog_name="pkbsim", standalone_mode=False)
+        if isinstance(code, int) and not isinstance(code, bool) and code:
+            sys.exit(code)
     except PkbsimError as exc:
         _fail(exc.one_line())
     except BrokenPipeError:

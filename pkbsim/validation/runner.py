@@ -1,0 +1,469 @@
+"""Run validation cases as child processes; keep every result on disk as soon as it exists.
+
+``run_suite`` first probes the machine (``validate/environment.py``, a child process), then
+runs each case's script in its own process group with a time limit:
+
+    python validate/<script> --case KEY --out DIR/raw/KEY.jsonl [--quick] <case args>
+    python -m torch.distributed.run --standalone --nproc-per-node N <script> ...  (torchrun)
+
+The script appends JSON lines to ``DIR/raw/KEY.jsonl`` (``{"measurement": {...}}`` or
+``{"data": {...}}``); its stdout and stderr go to ``DIR/logs/KEY.log``. Exit 0 is ``ok``, any
+other exit ``failed`` (the log's last lines become the error), a case past its limit is killed
+with its whole process group (``timeout``). Whatever lines were written are kept in every case.
+``DIR/results.json`` is rewritten atomically after each case, merged with an earlier run on the
+same machine, so a crash, hang or Ctrl-C never costs the cases already done.
+
+Nothing here prints: progress goes to the ``on_event`` callback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pkbsim import __version__
+from pkbsim.datafiles import data_dir
+from pkbsim.errors import PkbsimError, UsageError
+from pkbsim.validation.cases import Case, keys
+from pkbsim.validation.results import (
+    SCHEMA,
+    CaseResult,
+    Measurement,
+    Results,
+    ResultsError,
+    dumps,
+    load,
+    parse,
+)
+
+# Multicast (NVLS) off: it can disrupt other jobs on a shared node.
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                "NVSHMEM_DISABLE_NVLS": "1"}
+KILL_GRACE_S = 10.0  # between SIGTERM and SIGKILL of a case's process group
+PROBE_TIMEOUT_S = 120.0
+ERROR_LINES = 3  # last log lines that become a failed case's error
+ERROR_CHARS = 400
+
+
+class ValidationError(PkbsimError):
+    """The machine could not be probed: the validate/ scripts are missing or broken."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """Progress of a run: ``environment`` (probed), ``start`` and ``done`` of each case."""
+
+    kind: str
+    index: int = 0
+    total: int = 0
+    case: Case | None = None
+    result: CaseResult | None = None
+    environment: dict[str, Any] | None = None
+    limit_s: float = 0.0
+
+
+OnEvent = Callable[[Event], None]
+
+
+def validate_dir() -> Path:
+    """The GPU scripts: $PKBSIM_VALIDATE_DIR, else validate/ of the checkout or the wheel."""
+    override = os.environ.get("PKBSIM_VALIDATE_DIR")
+    return Path(override) if override else data_dir("validate")
+
+
+def probe_environment(scripts: Path) -> dict[str, Any]:
+    """Run ``environment.py`` in a child process: GPUs, driver, CUDA, NCCL, torch, host."""
+    script = scripts / "environment.py"
+    if not script.is_file():
+        raise ValidationError("no such script", file=str(script))
+    try:
+        run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                             timeout=PROBE_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL,
+                             env={**os.environ, **NO_MULTICAST})
+    except subprocess.TimeoutExpired:
+        raise ValidationError(f"timed out after {PROBE_TIMEOUT_S:g} s",
+                              file=str(script)) from None
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    env: Any = None
+    if lines:
+        try:
+            env = json.loads(lines[-1])
+        except json.JSONDecodeError:
+            env = None
+    if run.returncode != 0 or not isinstance(env, dict) or not _is_count(env.get("gpu_count")):
+        raise ValidationError(f"probe failed (exit {run.returncode}): "
+                              f"{error_tail(run.stderr) or 'no JSON object printed'}",
+                              file=str(script))
+    env["pkbsim_version"] = __version__
+    return env
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def gpus_used(environment: dict[str, Any], gpus: int | None) -> int:
+    """min(--gpus, GPUs present)."""
+    present = int(environment.get("gpu_count") or 0)
+    return present if gpus is None else min(gpus, present)
+
+
+def waiver(case: Case, environment: dict[str, Any], gpus: int | None, allow_multicast: bool,
+           nnodes: int = 1) -> str | None:
+    """Why ``case`` cannot run here (it is then ``waived``), or None. torchrun cases count
+    the GPUs of every node; single-process cases those of this node."""
+    used = gpus_used(environment, gpus)
+    available = used * nnodes if case.launcher == "torchrun" else used
+    if case.gpus > available:
+        plural = "s" if case.gpus > 1 else ""
+        where = f"{used} per node x {nnodes} nodes" if case.launcher == "torchrun" and \
+            nnodes > 1 else f"{available}"
+        limit = f" (--gpus {gpus})" if gpus is not None and gpus < int(
+            environment.get("gpu_count") or 0) else ""
+        return f"needs {case.gpus} GPU{plural}, {where} present{limit}"
+    if case.multicast and not allow_multicast:
+        return "uses NVLink multicast; pass --allow-multicast"
+    return None
+
+
+def child_env(case: Case, environment: dict[str, Any], gpus: int | None,
+              allow_multicast: bool) -> dict[str, str]:
+    """os.environ + the case's env + multicast off (a multicast case's own env wins when
+    --allow-multicast is given), the first N GPUs visible when --gpus is given."""
+    env = {**os.environ, **case.env, **NO_MULTICAST, "PYTHONUNBUFFERED": "1"}
+    if case.multicast and allow_multicast:
+        env.update(case.env)
+    if gpus is not None:
+        used = gpus_used(environment, gpus)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = [v.strip() for v in visible.split(",") if v.strip()] if visible else \
+            [str(i) for i in range(int(environment.get("gpu_count") or 0))]
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(ids[:used])
+    return env
+
+
+def child_command(case: Case, script: Path, raw: Path, quick: bool, nproc: int,
+                  nnodes: int = 1, rdzv_endpoint: str | None = None) -> list[str]:
+    tail = [str(script), "--case", case.key, "--out", str(raw),
+            *(["--quick"] if quick else []), *case.args]
+    if case.launcher == "python":
+        return [sys.executable, *tail]
+    if nnodes == 1:
+        rdzv = ["--standalone"]
+    else:
+        rdzv = ["--nnodes", str(nnodes), "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                str(rdzv_endpoint), "--rdzv-id", f"pkbsim-{case.key}"]
+    return [sys.executable, "-m", "torch.distributed.run", *rdzv, "--nproc-per-node",
+            str(nproc), *tail]
+
+
+def run_suite(cases: list[Case], out_dir: Path, gpus: int | None = None, quick: bool = False,
+              allow_multicast: bool = False, timeout_s: float | None = None, nnodes: int = 1,
+              rdzv_endpoint: str | None = None, on_event: OnEvent | None = None, *,
+              scripts: Path | None = None, command: str = "") -> Results:
+    """Run ``cases`` into ``out_dir``; returns the results as written to results.json."""
+    scripts = scripts or validate_dir()
+    out_dir = _prepare(out_dir)
+    path = out_dir / "results.json"
+    previous = _previous(path)
+    environment = probe_environment(scripts)
+    environment["command"] = command
+    if previous is not None:
+        _check_same_machine(previous, environment, path)
+    emit = on_event or (lambda event: None)
+    emit(Event("environment", total=len(cases), environment=environment))
+    used = gpus_used(environment, gpus)
+    options = {"gpus": gpus, "gpus_used": used, "quick": quick,
+               "cases": [case.key for case in cases], "allow_multicast": allow_multicast,
+               "timeout_s": timeout_s, "nnodes": nnodes, "rdzv_endpoint": rdzv_endpoint}
+    done: list[CaseResult] = []
+    results = _write(path, environment, options, previous, done)
+    for index, case in enumerate(cases):
+        limit_s = timeout_s if timeout_s is not None else case.limit_s(quick)
+        emit(Event("start", index, len(cases), case, limit_s=limit_s))
+        reason = waiver(case, environment, gpus, allow_multicast, nnodes)
+        if reason is not None:
+            result = CaseResult(case.key, case.description, case.gpus, "waived", error=reason)
+        else:
+            cmd = child_command(case, scripts / case.script,
+                                out_dir / "raw" / f"{case.key}.jsonl", quick, used, nnodes,
+                                rdzv_endpoint)
+            env = child_env(case, environment, gpus, allow_multicast)
+            try:
+                result = run_case(case, scripts / case.script, cmd, env, out_dir, limit_s)
+            except _Interrupted as stop:
+                done.append(stop.result)
+                _write(path, environment, options, previous, done)
+                raise KeyboardInterrupt from None
+        done.append(result)
+        results = _write(path, environment, options, previous, done)
+        emit(Event("done", index, len(cases), case, result=result, limit_s=limit_s))
+    return results
+
+
+def _prepare(out_dir: Path) -> Path:
+    out_dir = out_dir.expanduser().absolute()
+    try:
+        for folder in (out_dir, out_dir / "raw", out_dir / "logs"):
+            folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot create folder ({exc.strerror})") from None
+    return out_dir
+
+
+def _previous(path: Path) -> Results | None:
+    """An earlier run's results to merge into; a corrupt file is never overwritten."""
+    if not path.exists():
+        return None
+    try:
+        return load(path)
+    except ResultsError as exc:
+        raise UsageError(f"{exc.one_line()}; not overwriting it: move it away or choose "
+                         "another --out") from None
+
+
+def _check_same_machine(previous: Results, environment: dict[str, Any], path: Path) -> None:
+    old = (previous.environment.get("hostname"), previous.environment.get("gpu_name"))
+    new = (environment.get("hostname"), environment.get("gpu_name"))
+    if old != new:
+        raise UsageError(f"holds results of another machine (host {old[0]}, GPU {old[1]}; "
+                         f"this is host {new[0]}, GPU {new[1]}); choose another --out",
+                         file=str(path))
+
+
+def _write(path: Path, environment: dict[str, Any], options: dict[str, Any],
+           previous: Results | None, done: list[CaseResult]) -> Results:
+    """Merge ``done`` into ``previous`` (same key: replaced in place) and write atomically."""
+    now = {case.key: case for case in done}
+    before = [now.pop(case.key, case) for case in previous.cases] if previous else []
+    order = {key: i for i, key in enumerate(keys())}  # registry order; others as they came
+    cases = sorted([*before, *now.values()], key=lambda c: order.get(c.key, len(order)))
+    results = Results(environment, tuple(cases), options, str(path))
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(dumps(results))
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UsageError(f"cannot write ({exc.strerror})", file=str(path)) from None
+    return results
+
+
+class _Interrupted(Exception):
+    def __init__(self, result: CaseResult) -> None:
+        super().__init__("interrupted")
+        self.result = result
+
+
+def run_case(case: Case, script: Path, cmd: list[str], env: dict[str, str], out_dir: Path,
+             limit_s: float) -> CaseResult:
+    """Run ``cmd`` (the case's ``script``); raises _Interrupted (holding the result) on Ctrl-C."""
+    raw = out_dir / "raw" / f"{case.key}.jsonl"
+    log = out_dir / "logs" / f"{case.key}.log"
+    if not script.is_file():
+        return CaseResult(case.key, case.description, case.gpus, "failed",
+                          error=f"{script}: no such script", command=tuple(cmd))
+    raw.unlink(missing_ok=True)
+    status, error, interrupted = "ok", None, False
+    start = time.monotonic()
+    with open(log, "w") as handle:
+        handle.write(f"$ {shlex.join(cmd)}\n")
+        handle.flush()
+        proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        try:
+            code = proc.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            stop_group(proc, KILL_GRACE_S)
+            status, error = "timeout", f"timed out after {limit_s:g} s; process group killed"
+            tail = error_tail(_read_tail(log))
+            error += f"; last output: {tail}" if tail else ""
+        except KeyboardInterrupt:
+            stop_group(proc, KILL_GRACE_S)
+            status, error, interrupted = "failed", "interrupted", True
+        else:
+            if _group_alive(proc.pid):  # leftovers of a finished case must not hold a GPU
+                stop_group(proc, 2.0)
+            if code != 0:
+                status = "failed"
+                tail = error_tail(_read_tail(log))
+                error = f"{_exit_text(code)}: {tail}" if tail else _exit_text(code)
+    elapsed_s = time.monotonic() - start
+    measurements, data, bad = read_raw(raw, f"raw/{raw.name}")
+    if bad is not None:
+        error = bad if status == "ok" else f"{error}; {bad}"
+        status = "failed" if status == "ok" else status
+    result = CaseResult(case.key, case.description, case.gpus, status, tuple(measurements),
+                        error, round(elapsed_s, 3), tuple(cmd), data)
+    if interrupted:
+        raise _Interrupted(result)
+    return result
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
+
+
+def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
+    """SIGTERM the process group of ``proc`` and of each of its descendants (torchrun starts
+    each worker in a session of its own), SIGKILL whatever is left after ``grace_s``."""
+    tree = _descendants(proc.pid)
+    groups = ({proc.pid} | {pgrp for _, pgrp in tree}) - {os.getpgrp()}
+    for group in groups:
+        _signal_group(group, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not any(_alive(pid) for pid, _ in tree):
+            break
+        time.sleep(0.05)
+    for group in groups:
+        _signal_group(group, signal.SIGKILL)
+    for pid, _ in tree:  # any that left its group
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _descendants(pid: int) -> list[tuple[int, int]]:
+    """(pid, process group) of every descendant of ``pid``; empty where /proc is missing."""
+    children: dict[int, list[tuple[int, int]]] = {}
+    proc_dir = Path("/proc")
+    for entry in proc_dir.iterdir() if proc_dir.is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        stat = _stat(int(entry.name))
+        if stat:
+            children.setdefault(int(stat[1]), []).append((int(entry.name), int(stat[2])))
+    found: list[tuple[int, int]] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child[0])
+    return found
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name: state, ppid, pgrp, ...; [] when gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    return text.rsplit(")", 1)[1].split()
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie is not)."""
+    if Path("/proc").is_dir():
+        stat = _stat(pid)
+        return bool(stat) and stat[0] not in ("Z", "X")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_tail(path: Path, max_bytes: int = 65536) -> str:
+    with open(path, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, handle.tell() - max_bytes))
+        return handle.read().decode(errors="replace")
+
+
+def error_tail(text: str, lines: int = ERROR_LINES, max_chars: int = ERROR_CHARS) -> str:
+    """The last lines of a child's output as one line. torchrun's own failure report (its
+    traceback and ChildFailedError box, which only say which rank failed) is left out."""
+    rows = text.splitlines()
+    marker = next((i for i, row in enumerate(rows) if "ChildFailedError" in row), None)
+    if marker is not None:
+        tracebacks = [i for i in range(marker) if rows[i].startswith("Traceback (most recent")]
+        rows = rows[:tracebacks[-1] if tracebacks else marker]
+    rows = [row.strip() for row in rows if row.strip() and not row.startswith("$ ")
+            and "torch.distributed.elastic" not in row]
+    out = " | ".join(rows[-lines:])
+    return out if len(out) <= max_chars else "..." + out[-(max_chars - 3):]
+
+
+def read_raw(path: Path, name: str) -> tuple[list[Measurement], dict[str, Any], str | None]:
+    """(measurements, data, error) from a case's JSON lines. A last line cut short by a crash
+    is skipped; any other bad line is an error (the good lines are kept)."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return [], {}, None
+    measurements: list[Measurement] = []
+    data: dict[str, Any] = {}
+    errors: list[str] = []
+    rows = text.split("\n")
+    for number, row in enumerate(rows, 1):
+        if not row.strip():
+            continue
+        try:
+            obj = json.loads(row)
+        except json.JSONDecodeError:
+            if number < len(rows):  # a complete line (the last one may be cut short)
+                errors.append(f"{name} line {number}: not JSON")
+            continue
+        try:
+            if not isinstance(obj, dict) or len(obj) != 1 or \
+                    not {"measurement", "data"} & obj.keys():
+                raise ValueError('expected {"measurement": {...}} or {"data": {...}}')
+            if "data" in obj:
+                if not isinstance(obj["data"], dict):
+                    raise ValueError("data: expected an object")
+                data.update(obj["data"])
+            else:
+                measurements.append(parse_measurement(obj["measurement"]))
+        except (ValueError, ResultsError) as exc:
+            errors.append(f"{name} line {number}: {exc}")
+    if not errors:
+        return measurements, data, None
+    more = f" (and {len(errors) - 1} more bad lines)" if len(errors) > 1 else ""
+    return measurements, data, errors[0] + more
+
+
+def parse_measurement(raw: Any) -> Measurement:
+    """One measurement checked by the results schema; errors name ``measurement.FIELD``."""
+    doc = {"schema": SCHEMA, "environment": {},
+           "cases": [{"key": "line", "status": "ok", "gpus": 0, "measurements": [raw]}]}
+    try:
+        return parse(doc).cases[0].measurements[0]
+    except ResultsError as exc:
+        where = (exc.field or "").replace("cases[0].measurements[0]", "measurement")
+        raise ValueError(f"{where}: {exc.message}") from None
