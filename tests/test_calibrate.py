@@ -40,6 +40,7 @@ TRUTH_1GPU: dict[str, float] = {
     "mechanisms.copy_engine.latency_us": 3.1,
     "latency.kernel_launch_us": LAUNCH_US,
     "latency.eager_launch_us": EAGER_US,
+    "latency.kernel_ramp_us": 2.0 - EAGER_US,  # the SM copy's alpha less the eager launch
     "latency.host_launch_us": 8.9,
     "latency.host_collective_us": 23.5,
     "latency.host_sync_us": 10.2,
@@ -117,7 +118,9 @@ def _one_gpu_cases(g: _Gen, t: dict[str, float]) -> list[CaseResult]:
         CaseResult("launch.stale", "", 1, "timeout", (_exact("launch_graph_node", 50.0),)),
         CaseResult("host.dispatch", "", 1, "failed", (
             *(_exact("host_torch_op", v + 0.3, host_us=v, gpu_us=v + 0.3) for v in host),
-            _exact("host_dist_call", 23.7, collective="all_reduce", world_size=1,
+            _exact("host_dist_call", 21.7, collective="all_reduce", world_size=1,
+                   host_us=21.5),
+            _exact("host_dist_call", 23.7, collective="broadcast", world_size=1,
                    host_us=23.5),
             _exact("host_dist_call", 27.0, collective="all_gather_into_tensor", world_size=1,
                    host_us=27.0),

@@ -244,3 +244,20 @@ def test_the_sweep_exercises_the_main_comm_kinds() -> None:
             continue
         kinds |= {op.kind for op in inst.ops if isinstance(op, CommOp)}
     assert {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"} <= kinds
+
+
+def test_kernel_ramp_and_eager_launch_are_charged_to_kernels() -> None:
+    """latency.kernel_ramp_us is added to every kernel that moves data (reference: each
+    kernel; custom_best: its one fused kernel); a --set of an optional field works."""
+    from pkbsim.simulation import run_simulation
+
+    def t(strategy: str, **sets: float) -> float:
+        return run_simulation("1", strategy, "dgx-h200", None, "pkb",
+                              {k: str(v) for k, v in sets.items()}, {}, 3).predicted_us
+
+    for strategy in ("nccl_reference", "custom_best"):
+        plain = t(strategy)
+        ramped = t(strategy, **{"latency.kernel_ramp_us": 500.0})
+        assert ramped - plain >= 450.0, strategy
+        eager = t(strategy, **{"latency.eager_launch_us": 500.0})
+        assert eager - plain >= 450.0, strategy

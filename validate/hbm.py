@@ -3,7 +3,7 @@
 Cases:
   hbm.copy_engine  cudaMemcpyAsync device to device over sizes 4 KiB .. 1 GiB (op d2d_copy_engine)
   hbm.sm_copy      the copy16 kernel over the same sizes, its grid sized to the data as a
-                   library kernel's is (blocks of 1,024 threads moving at least 64 B per thread,
+                   library kernel's is (blocks of 1,024 threads, one 16-byte access per thread,
                    at most 4 blocks per SM), then at 1 GiB over 1 .. 8 x SM-count blocks: how
                    many SMs saturate memory (op d2d_sm_copy, params.blocks, params.sweep)
 
@@ -72,8 +72,8 @@ def main() -> None:
 
     full = 4 * gpu.sm_count
 
-    def grid(n: int) -> int:
-        return min(full, max(1, n // (THREADS * 64)))
+    def grid(n: int) -> int:  # one 16-byte access per thread, at most 4 blocks per SM
+        return min(full, max(1, n // (THREADS * 16)))
 
     if args.case == "hbm.copy_engine":
         for n in size_list:

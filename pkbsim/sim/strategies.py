@@ -251,7 +251,9 @@ class Builder:
     def _reference_iteration(self, it: int, host: list[Node | None],
                              gpu: list[Node | None]) -> None:
         sim, lat = self.sim, self.topo.latency
-        launch = lat.eager_kernel_us * US  # eager PyTorch: each kernel launched from Python
+        # eager PyTorch: each kernel launched from Python; one that moves data also ramps up
+        launch = lat.eager_kernel_us * US
+        working = (lat.eager_kernel_us + lat.kernel_ramp_us) * US
         for op in self.inst.ops:
             if isinstance(op, CommOp):
                 for rep in range(op.repeat):
@@ -272,7 +274,7 @@ class Builder:
                 first = sim.node(r, "host", op.id, it, Delay(lat.host_launch_us * US), [host[r]])
                 work = sim.node(r, "stream0", op.id, it, Compute(cb.t_comp_s, cb.op.hbm_bytes
                                                                  * op.repeat * op.imbalance),
-                                [first, gpu[r]], launch * kernels)
+                                [first, gpu[r]], working * kernels)
                 host[r], gpu[r] = first, work
                 if kernels > 1:  # the rest of the launches: the GPU cannot finish before them
                     rest = sim.node(r, "host", op.id, it,
@@ -296,7 +298,7 @@ class Builder:
             host[r] = sim.node(r, "host", "fused_kernel", it, Delay(lat.host_launch_us * US),
                                [host[r]])
             kernel[r] = sim.node(r, "stream0", "fused_kernel", it, None, [host[r], gpu[r]],
-                                 lat.eager_kernel_us * US)
+                                 (lat.eager_kernel_us + lat.kernel_ramp_us) * US)
         pieces_done: dict[str, list[dict[int, list[Node]]]] = {}
         leaves: dict[int, list[Node]] = {r: [] for r in range(self.w)}
         for op in self.inst.ops:

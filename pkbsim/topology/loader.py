@@ -58,6 +58,8 @@ def load_topology(name: str, overrides: Mapping[str, Any] | None = None) -> Topo
 # What-if keys that are not fields of the file: the per-GPU NVLink bandwidth (one direction),
 # set by scaling the per-link figure (scale_up.link_bandwidth_GBps = value / links_per_gpu).
 PER_GPU_BANDWIDTH_KEYS = ("scale_up.bandwidth_GBps", "nvlink.bandwidth_GBps")
+# Optional fields a file may leave out; --set may still set them.
+OPTIONAL_FIELDS = ("gpu.hbm_efficiency", "latency.eager_launch_us", "latency.kernel_ramp_us")
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any], file: str
@@ -71,6 +73,10 @@ def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any], file:
         node: Any = out
         parts = dotted.split(".")
         for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if last and isinstance(node, dict) and dotted in OPTIONAL_FIELDS:
+                node[part] = value
+                break
             if not isinstance(node, dict) or part not in node:
                 raise TopologyError(f"--set {dotted}: no such topology field "
                                     f"(see 'pkbsim topo show' for the fields)",
@@ -216,6 +222,7 @@ def _latency(f: Fields) -> Latency:
         host_collective_us=f.num("host_collective_us", lo=0),
         host_sync_us=f.num("host_sync_us", lo=0),
         eager_launch_us=f.num("eager_launch_us", lo=0) if f.has("eager_launch_us") else None,
+        kernel_ramp_us=f.num("kernel_ramp_us", 0.0, lo=0),
     )
     f.done()
     return out

@@ -129,6 +129,7 @@ class Latency:
     host_collective_us: float = 0.0  # host cost to issue one eager torch.distributed call
     host_sync_us: float = 0.0  # host cost of one synchronisation once the stream has drained
     eager_launch_us: float | None = None  # GPU cost of one eagerly launched kernel, back to back
+    kernel_ramp_us: float = 0.0  # fixed time a kernel that moves data adds to its launch
 
     @property
     def eager_kernel_us(self) -> float:

@@ -146,6 +146,7 @@ class _Rules:
             self.notes.append(f"{local} peer measurement(s) with both ends on one GPU (a self "
                               f"test, not a peer) ignored")
         self.fields: dict[str, Fitted] = {}
+        self.hbm_fit: tuple[str, AlphaBetaFit] | None = None  # the SM copy's size sweep
         self.skipped: dict[str, str] = {}
         self.details: dict[str, Detail] = {}
 
@@ -255,8 +256,9 @@ def _hbm(r: _Rules) -> None:
         return
     blocks, at = sweep
     label = f"d2d_sm_copy blocks={blocks:g}"
-    fit = r.alpha_beta(label, at, [path])
+    fit = r.alpha_beta(label, at, [path, "latency.kernel_ramp_us"])
     if fit:
+        r.hbm_fit = (label, fit)
         peak = gpu.hbm_bandwidth_GBps * 1e9
         r.efficiency(path, 2 * fit.bandwidth_Bps / peak, 2 * fit.bandwidth_err_Bps / peak,
                      "d2d_sm_copy", fit.points, fit.rel_rms,
@@ -272,13 +274,22 @@ def _latencies(r: _Rules) -> None:
               r.ms("launch_eager_queued"), _time_us)
     r.summary("latency.host_launch_us", "host_torch_op", r.ms("host_torch_op"), _host_us,
               note="host time (params.host_us where given)")
-    calls, world = _largest_world(r.ms("host_dist_call", collective="all_reduce"))
+    calls, world = _largest_world(r.ms("host_dist_call"))
     r.summary("latency.host_collective_us", "host_dist_call", calls, _host_us,
-              note=f"all_reduce, world_size {world}, host time (params.host_us where given)",
-              label=f"host_dist_call all_reduce world_size={world}")
+              note=f"every collective measured, world_size {world}, host time "
+                   f"(params.host_us where given)",
+              label=f"host_dist_call world_size={world}")
     r.summary("latency.host_sync_us", "host_item_sync", r.ms("host_item_sync"), _time_us)
     r.summary("scale_up.signal_latency_us", "peer_flag_roundtrip", r.ms("peer_flag_roundtrip"),
               _time_us, scale=0.5, note="half the round trip (one-way flag delivery)")
+
+
+def _kernel_ramp(r: _Rules) -> None:
+    """What a kernel that moves data costs beyond an empty one: the SM copy's alpha less the
+    eager launch (latency.eager_launch_us, fitted just before)."""
+    if r.hbm_fit is not None:
+        label, fit = r.hbm_fit
+        r.latency("latency.kernel_ramp_us", fit, "d2d_sm_copy", label, launch=True)
 
 
 def _copy_engine(r: _Rules) -> None:
@@ -439,8 +450,8 @@ def _nvls(r: _Rules) -> None:
 
 
 # order matters: latencies fitted first are deducted by the rules after them
-RULES: tuple[Callable[[_Rules], None], ...] = (_hbm, _latencies, _copy_engine, _pcie,
-                                               _sm_mechanisms, _nccl, _nvls)
+RULES: tuple[Callable[[_Rules], None], ...] = (
+    _hbm, _latencies, _kernel_ramp, _copy_engine, _pcie, _sm_mechanisms, _nccl, _nvls)
 
 
 def _blocks(m: Measurement) -> float:

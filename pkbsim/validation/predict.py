@@ -172,10 +172,11 @@ def _d2d_sm_copy(m: Measurement, topo: Topology, _mc: bool) -> Prediction | str:
     if not sized and (blocks is None or blocks < sms):
         return (f"SM copy on fewer thread blocks than SMs ({sms}): the model has no per-SM "
                 "HBM rate")
-    launch = topo.latency.eager_kernel_us
+    eager, ramp = topo.latency.eager_kernel_us, topo.latency.kernel_ramp_us
     t = _cached(topo, ("d2d_sm", m.size_bytes), lambda: _one_node(
-        topo, m.op, launch * US, Compute(0.0, 2.0 * m.size_bytes)))
-    return Prediction(t, f"latency.eager_launch_us {launch:g} + 2 x size over HBM "
+        topo, m.op, (eager + ramp) * US, Compute(0.0, 2.0 * m.size_bytes)))
+    return Prediction(t, f"latency.eager_launch_us {eager:g} + kernel_ramp_us {ramp:g} + 2 x "
+                         f"size over HBM "
                          f"{_hbm_GBps(topo):g} GB/s (one stream node, one HBM flow)")
 
 
