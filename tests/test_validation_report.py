@@ -84,6 +84,19 @@ def test_hbm_copies(cal: Topology, size: int) -> None:
     assert ce == pytest.approx(2.0 + 2 * size / hbm_Bps / US, rel=1e-12)
 
 
+def test_eager_launch_and_ramp_split_the_kernel_costs(cal_file: Path) -> None:
+    """Graph nodes cost kernel_launch_us, eager empty kernels eager_launch_us, and an SM copy
+    of the size sweep (any grid) eager_launch_us + kernel_ramp_us before its bytes."""
+    topo = load_topology(str(cal_file), {"latency.eager_launch_us": 1.6,
+                                         "latency.kernel_ramp_us": 0.9})
+    assert _t_us(m_("launch_graph_node"), topo) == pytest.approx(1.1, rel=1e-12)
+    assert _t_us(m_("launch_eager_queued"), topo) == pytest.approx(1.6, rel=1e-12)
+    sized = m_("d2d_sm_copy", 4 * KiB, blocks=1, sweep="size")
+    assert _t_us(sized, topo) == pytest.approx(1.6 + 0.9 + 8 * KiB / (4800e9 * 0.9) / US,
+                                               rel=1e-12)
+    assert predict(m_("d2d_sm_copy", 4 * KiB, blocks=1, sweep="blocks"), topo) is None
+
+
 def test_sm_copy_on_part_of_the_gpu_is_not_modelled(cal: Topology) -> None:
     m = m_("d2d_sm_copy", MiB, blocks=64)
     assert predict(m, cal) is None

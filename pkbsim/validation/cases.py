@@ -47,7 +47,7 @@ CASES: tuple[Case, ...] = (
          "-m` (captured for `pkbsim discover`)", 1, "discover_probe.py", timeout_s=120.0,
          quick_timeout_s=60.0),
     Case("hbm.copy_engine", "device-to-device copy by the copy engine (cudaMemcpyAsync), "
-         "1 KiB to 1 GiB", 1, "hbm.py", timeout_s=600.0, quick_timeout_s=120.0),
+         "4 KiB to 1 GiB", 1, "hbm.py", timeout_s=600.0, quick_timeout_s=120.0),
     Case("hbm.sm_copy", "device-to-device copy by an SM kernel with 16-byte accesses, swept "
          "over thread blocks and sizes", 1, "hbm.py", timeout_s=600.0, quick_timeout_s=120.0),
     Case("launch.kernel", "empty-kernel launch: eager (host and GPU side), per node of a CUDA "
