@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from pkbsim.datafiles import display_path
 from pkbsim.errors import TopologyError
 from pkbsim.fields import load_yaml
 from pkbsim.topology.loader import parse_topology
@@ -95,7 +96,7 @@ def calibrate(results: Results, base: Topology, *, name: str | None = None,
     description = (f"{base.description}; calibrated from {results.file} "
                    f"({env.get('gpu_name', '?')}, {env.get('date', '?')})")
     header = (f"# Calibrated by `pkbsim calibrate` from {results.file}\n"
-              f"# ({origin}) over base topology {base.name} ({base.file}).\n"
+              f"# ({origin}) over base topology {base.name} ({display_path(base.file)}).\n"
               f"# {len(rules.fields)} field(s) fitted, {len(kept)} kept from the base; "
               f"`sources:` says which, with each fit's error and quality.\n"
               f"# Units are in the field names. GB/s = 1e9 B/s, per GPU, one direction.\n")

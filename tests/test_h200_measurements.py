@@ -1,0 +1,57 @@
+"""The committed H200 run (docs/measurements/h200/) and what was derived from it stay in step.
+
+The run itself came from the GPU (docs/measurements.md gives the command); the calibrated
+topology and the error report are pure functions of it, so they must regenerate byte for byte.
+Regenerate after a model change with:
+
+    pkbsim calibrate docs/measurements/h200/results.json --base dgx-h200 \
+        --out docs/measurements/h200-1gpu.yaml --name h200-1gpu
+    pkbsim validate --report docs/measurements/h200 --base dgx-h200 \
+        --calibrated docs/measurements/h200-1gpu.yaml
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from pkbsim.report import validation_report as vr
+from pkbsim.topology import load_topology
+from pkbsim.validation.calibrate import calibrate
+from pkbsim.validation.results import load
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "docs" / "measurements" / "h200"
+CALIBRATED = ROOT / "docs" / "measurements" / "h200-1gpu.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # the committed files name paths relative to the repository
+
+
+def test_run_is_a_one_gpu_h200_run_with_every_single_gpu_case_ok() -> None:
+    results = load("docs/measurements/h200/results.json")
+    assert results.environment["gpu_name"] == "NVIDIA H200"
+    status = {c.key: c.status for c in results.cases}
+    for key in ("hbm.copy_engine", "hbm.sm_copy", "launch.kernel", "host.dispatch",
+                "host.copy", "topology.discover"):
+        assert status[key] == "ok", key
+    assert all(s == "waived" for k, s in status.items() if k.startswith(("peer.", "nccl.")))
+
+
+def test_calibrated_topology_regenerates() -> None:
+    results = load("docs/measurements/h200/results.json")
+    cal = calibrate(results, load_topology("dgx-h200"), name="h200-1gpu")
+    assert cal.to_yaml("h200-1gpu") == CALIBRATED.read_text()
+
+
+def test_error_report_regenerates() -> None:
+    results = load("docs/measurements/h200/results.json")
+    sha = hashlib.sha256((RUN / "results.json").read_bytes()).hexdigest()
+    report = vr.build_report(results, load_topology("dgx-h200"),
+                             load_topology("docs/measurements/h200-1gpu.yaml"), sha)
+    assert vr.render_json(report) == (RUN / "report.json").read_text()
+    assert vr.render_markdown(report) == (RUN / "report.md").read_text()
