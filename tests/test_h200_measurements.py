@@ -32,14 +32,19 @@ def _repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # the committed files name paths relative to the repository
 
 
-def test_run_is_a_one_gpu_h200_run_with_every_single_gpu_case_ok() -> None:
+# what docs/validation.md says of the committed run: launch.kernel timed out after its first
+# measurement (the eager launch queue bug fixed after the run); multi-GPU cases waived
+STATUS = {"topology.discover": "ok", "hbm.copy_engine": "ok", "hbm.sm_copy": "ok",
+          "launch.kernel": "timeout", "host.dispatch": "ok", "host.copy": "ok"}
+
+
+def test_run_is_the_documented_one_gpu_h200_run() -> None:
     results = load("docs/measurements/h200/results.json")
     assert results.environment["gpu_name"] == "NVIDIA H200"
+    assert results.environment["gpu_count"] == 1
     status = {c.key: c.status for c in results.cases}
-    for key in ("hbm.copy_engine", "hbm.sm_copy", "launch.kernel", "host.dispatch",
-                "host.copy", "topology.discover"):
-        assert status[key] == "ok", key
-    assert all(s == "waived" for k, s in status.items() if k.startswith(("peer.", "nccl.")))
+    assert {k: s for k, s in status.items() if k in STATUS} == STATUS
+    assert all(s == "waived" for k, s in status.items() if k not in STATUS)
 
 
 def test_calibrated_topology_regenerates() -> None:

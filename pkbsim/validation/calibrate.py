@@ -35,7 +35,7 @@ from pkbsim.validation.fit import (
 )
 from pkbsim.validation.results import Measurement, Results
 
-RAN = ("ok", "failed")
+RAN = ("ok", "failed", "timeout")  # a line is written once its op is timed and checked
 Detail = AlphaBetaFit | SaturationFit | Summary
 # where a field missing from the base file goes: after this key of its section
 _INSERT_AFTER = {"gpu.hbm_efficiency": "hbm_bandwidth_GBps"}
