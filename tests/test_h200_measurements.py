@@ -60,3 +60,17 @@ def test_error_report_regenerates() -> None:
                              load_topology("docs/measurements/h200-1gpu.yaml"), sha)
     assert vr.render_json(report) == (RUN / "report.json").read_text()
     assert vr.render_markdown(report) == (RUN / "report.md").read_text()
+
+
+def test_readme_quotes_the_report() -> None:
+    results = load("docs/measurements/h200/results.json")
+    sha = hashlib.sha256((RUN / "results.json").read_bytes()).hexdigest()
+    report = vr.build_report(results, load_topology("dgx-h200"),
+                             load_topology("docs/measurements/h200-1gpu.yaml"), sha)
+    table = [line.rstrip() for line in vr.render_table(report).splitlines()]
+    readme = (ROOT / "README.md").read_text().splitlines()
+    quoted = [line.rstrip() for line in readme
+              if line.startswith(("latency   │", "middle    │", "bandwidth │"))]
+    assert len(quoted) == 3
+    for line in quoted:
+        assert line in table, line
