@@ -327,6 +327,32 @@ def discover(
     discover_command(out, from_, base, name)
 
 
+@app.command("run")
+def run_(
+    pkb_root: Annotated[Path, typer.Option(
+        "--pkb-root", help="Your ParallelKernelBench checkout (reference/, utils/).")],
+    problem: Annotated[str, typer.Option(
+        help="Problem number (1) or stem (1_allreduce) in PKB_ROOT/reference/.")],
+    solution: Annotated[Path, typer.Option(
+        help="The candidate: a Python file defining solution(...), as PKB's solutions do.")],
+    world_size: Annotated[int | None, typer.Option(
+        "--world-size", "-w", help="Ranks (default: every GPU; 2 with --device cpu).")] = None,
+    out: Annotated[Path, typer.Option(
+        help="Folder for logs/problem_<stem>/<backend>/rank_*_perf.json (PKB's layout) and "
+             "runs/ (console logs, rank status).")] = Path("pkb-run"),
+    timeout: Annotated[float, typer.Option(
+        help="Seconds each variant may run; past it, a hang: its processes are killed.")]
+        = 600.0,
+    device: Annotated[str, typer.Option(help="cuda (NCCL) or cpu (gloo).")] = "cuda",
+) -> None:
+    """Check a candidate against PKB's reference and time both, each under torchrun with PKB's
+    convention (5 trials, atol = rtol = 1e-2; 500 warm-up and 100 timed iterations); reports
+    crash, hang, wrong output and time per rank."""
+    from pkbsim.compare.run_cmd import run_command
+
+    run_command(pkb_root, problem, solution, world_size, out, timeout, device)
+
+
 @topo_app.command("list")
 def topo_list() -> None:
     """Shipped topologies, one line each."""

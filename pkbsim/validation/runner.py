@@ -288,7 +288,7 @@ def run_case(case: Case, script: Path, cmd: list[str], env: dict[str, str], out_
         except subprocess.TimeoutExpired:
             stop_group(proc, KILL_GRACE_S)
             status, error = "timeout", f"timed out after {limit_s:g} s; process group killed"
-            tail = error_tail(_read_tail(log))
+            tail = error_tail(read_tail(log))
             error += f"; last output: {tail}" if tail else ""
         except KeyboardInterrupt:
             stop_group(proc, KILL_GRACE_S)
@@ -298,8 +298,8 @@ def run_case(case: Case, script: Path, cmd: list[str], env: dict[str, str], out_
                 stop_group(proc, 2.0)
             if code != 0:
                 status = "failed"
-                tail = error_tail(_read_tail(log))
-                error = f"{_exit_text(code)}: {tail}" if tail else _exit_text(code)
+                tail = error_tail(read_tail(log))
+                error = f"{exit_text(code)}: {tail}" if tail else exit_text(code)
     elapsed_s = time.monotonic() - start
     measurements, data, bad = read_raw(raw, f"raw/{raw.name}")
     if bad is not None:
@@ -312,7 +312,7 @@ def run_case(case: Case, script: Path, cmd: list[str], env: dict[str, str], out_
     return result
 
 
-def _exit_text(code: int) -> str:
+def exit_text(code: int) -> str:
     if code < 0:
         try:
             return f"killed by {signal.Signals(-code).name}"
@@ -399,7 +399,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _read_tail(path: Path, max_bytes: int = 65536) -> str:
+def read_tail(path: Path, max_bytes: int = 65536) -> str:
     with open(path, "rb") as handle:
         handle.seek(0, os.SEEK_END)
         handle.seek(max(0, handle.tell() - max_bytes))

@@ -40,7 +40,7 @@ def validate_command(*, gpus: int | None, quick: bool, patterns: str | None, out
                            rdzv_endpoint)
     progress = _Progress(cases)
     try:
-        with _terminate_as_interrupt():
+        with terminate_as_interrupt():
             results = run_suite(cases, out, gpus, quick, allow_multicast, timeout_s, nnodes,
                                 rdzv_endpoint, progress.on_event, command=command)
     except KeyboardInterrupt:  # the runner has written the cases done and killed the child
@@ -57,7 +57,7 @@ def validate_command(*, gpus: int | None, quick: bool, patterns: str | None, out
 
 
 @contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
+def terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM (a batch system cancelling the job) takes Ctrl-C's path: the running case's
     processes are killed and the results so far kept."""
     if threading.current_thread() is not threading.main_thread():
