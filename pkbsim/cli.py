@@ -353,6 +353,24 @@ def run_(
     run_command(pkb_root, problem, solution, world_size, out, timeout, device)
 
 
+@app.command("inspect")
+def inspect_solutions(
+    paths: Annotated[list[Path], typer.Argument(
+        help="Solution files (PKB format: Python defining solution()) or folders (every *.py "
+             "under them, recursively).")],
+    fmt: Annotated[Format, typer.Option(
+        "--format", help="table or json (schema pkbsim.inspect/1, with evidence lines).")]
+        = Format.table,
+    out: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
+) -> None:
+    """What each candidate solution does, read from its code: data-movement mechanisms,
+    torch.distributed calls on the hot path, synchronisation, kernels, overlap, one-shot reads,
+    capped grids and uncoalesced peer access, each with the line numbers that show it."""
+    from pkbsim.compare.inspect_cmd import inspect_command
+
+    inspect_command(paths, fmt.value, out)
+
+
 @topo_app.command("list")
 def topo_list() -> None:
     """Shipped topologies, one line each."""
