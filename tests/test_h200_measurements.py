@@ -73,3 +73,9 @@ def test_readme_quotes_the_report() -> None:
     assert len(quoted) == 3
     for line in quoted:
         assert line in table, line
+
+
+def test_discovered_topology_of_the_run_loads() -> None:
+    topo = load_topology("docs/measurements/h200/discovered.yaml")
+    assert (topo.gpus_per_node, topo.nodes) == (1, 1)
+    assert topo.gpu.sm_count == 132 and topo.scale_up.fabric == "nvswitch"
