@@ -371,6 +371,47 @@ def inspect_solutions(
     inspect_command(paths, fmt.value, out)
 
 
+class CompareFormat(str, Enum):
+    table = "table"
+    markdown = "markdown"
+    html = "html"
+    json = "json"
+
+
+@app.command("compare")
+def compare(
+    problem: Annotated[str | None, typer.Option(
+        "--problem", "-p", help="One problem (id, name, alias); without it, every problem "
+                                "in --measured.")] = None,
+    measured: Annotated[Path | None, typer.Option(
+        help="PKB logs folder (problem_<stem>/<backend>/rank_<r>_perf.json) or CSV "
+             "(problem,variant,time_us[,rank]).")] = None,
+    measured_us: Annotated[float | None, typer.Option(
+        help="With --problem: one candidate's measured time (us).")] = None,
+    solution: Annotated[Path | None, typer.Option(
+        help="With --problem: the candidate's solution file, inspected for the causes.")] = None,
+    solutions: Annotated[Path | None, typer.Option(
+        help="Folder of solution files named <problem stem>_<backend>.py.")] = None,
+    topology: Annotated[str, typer.Option(help="Topology name or YAML path.")] = "dgx-h100",
+    world_size: Annotated[int | None, typer.Option(
+        "--world-size", "-w", help="Ranks (default: the ranks measured, else the preset's).")]
+        = None,
+    preset: Annotated[str, typer.Option(help="Size preset (pkb: the benchmark's).")] = "pkb",
+    fmt: Annotated[CompareFormat, typer.Option(
+        "--format", help="table, markdown, html (plots embedded) or json "
+                         "(schema pkbsim.compare/1).")] = CompareFormat.table,
+    out: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
+    plot: Annotated[Path | None, typer.Option(
+        help="Also write the attainment and gap-cause plot here (.png).")] = None,
+) -> None:
+    """Measured kernels against the roofline and the simulator: attainment, speedup over
+    PKB's reference, and the gap split into ranked causes with the fix to try for each."""
+    from pkbsim.compare.compare_cmd import compare_command
+
+    compare_command(problem, measured, measured_us, solution, solutions, topology, world_size,
+                    preset, fmt.value, out, plot)
+
+
 @topo_app.command("list")
 def topo_list() -> None:
     """Shipped topologies, one line each."""
