@@ -79,3 +79,14 @@ def test_discovered_topology_of_the_run_loads() -> None:
     topo = load_topology("docs/measurements/h200/discovered.yaml")
     assert (topo.gpus_per_node, topo.nodes) == (1, 1)
     assert topo.gpu.sm_count == 132 and topo.scale_up.fabric == "nvswitch"
+
+
+def test_pkb_run_logs_match_docs_compare() -> None:
+    """docs/compare.md quotes these wall times (us) of the first `pkbsim run` on the H200."""
+    from pkbsim.compare.measured import load_measured
+
+    got = load_measured("docs/measurements/pkb_run_h200_w1/logs")
+    times = {(m.problem, m.variant): round(m.time_us, 1) for m in got.items}
+    assert times == {("1_allreduce", "reference"): 40.3, ("1_allreduce", "same"): 34.1,
+                     ("13_gemm_allreduce", "reference"): 53.9,
+                     ("13_gemm_allreduce", "same"): 110.5}
