@@ -1,0 +1,34 @@
+"""validate/pkb_references.py: many references timed in one torchrun job, on CPU with gloo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "data" / "pkb_tiny"
+
+
+def test_references_are_timed_in_pkb_format(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    summary = tmp_path / "summary.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+           "2", str(ROOT / "validate" / "pkb_references.py"), "--pkb-root", str(TINY),
+           "--logs-dir", str(tmp_path / "logs"), "--status-dir", str(tmp_path / "status"),
+           "--summary", str(summary), "--device", "cpu"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(summary.read_text())["problems"]
+    stems = [p.stem for p in sorted((TINY / "reference").glob("*.py"))
+             if p.stem.split("_", 1)[0].isdigit()]
+    assert [r["problem"] for r in rows] == sorted(stems, key=lambda s: int(s.split("_")[0]))
+    assert all(r["status"] == "ok" for r in rows), rows
+    for stem in stems:
+        for rank in (0, 1):
+            perf = json.loads((tmp_path / "logs" / f"problem_{stem}" / "reference"
+                               / f"rank_{rank}_perf.json").read_text())
+            assert perf["iterations"] == 100 and perf["wall_time_ms"] > 0
