@@ -403,13 +403,16 @@ def compare(
     out: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
     plot: Annotated[Path | None, typer.Option(
         help="Also write the attainment and gap-cause plot here (.png).")] = None,
+    timeline: Annotated[Path | None, typer.Option(
+        help="With --problem: the simulated timeline of PKB's reference with t_roof and each "
+             "measured time marked (.png).")] = None,
 ) -> None:
     """Measured kernels against the roofline and the simulator: attainment, speedup over
     PKB's reference, and the gap split into ranked causes with the fix to try for each."""
     from pkbsim.compare.compare_cmd import compare_command
 
     compare_command(problem, measured, measured_us, solution, solutions, topology, world_size,
-                    preset, fmt.value, out, plot)
+                    preset, fmt.value, out, plot, timeline=timeline)
 
 
 @topo_app.command("list")

@@ -203,3 +203,22 @@ def test_bad_input_is_one_pkbsim_error(tmp_path: Path, kwargs: dict[str, Any],
     line = info.value.one_line()
     assert message in line and "\n" not in line
     assert not (tmp_path / "out.json").exists()  # nothing half-written
+
+
+def test_timeline_marks_measured_times(cli, tmp_path: Path) -> None:
+    """--timeline draws the simulated reference with t_roof and the measured times marked:
+    the same input gives the same bytes, other marks other bytes; it needs --problem."""
+    from pkbsim.report.gantt import gantt_chart
+    from pkbsim.simulation import run_simulation
+
+    logs = Path(__file__).resolve().parents[1] / "docs/measurements/pkb_run_h200_w1/logs"
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    for path in (a, b):
+        done = cli("compare", "--problem", "1", "--measured", str(logs), "--topology",
+                   "dgx-h200", "--timeline", str(path))
+        assert done.code == 0, done.err
+    assert a.read_bytes() == b.read_bytes() and a.read_bytes()[:4] == b"\x89PNG"
+    sim = run_simulation("1", "nccl_reference", "dgx-h200", 1, "pkb", trace=True)
+    assert gantt_chart(sim, "png", (("x", 30.0),)) != gantt_chart(sim, "png")
+    bad = cli("compare", "--measured", str(logs), "--timeline", str(tmp_path / "c.png"))
+    assert bad.code == 2 and "--timeline needs --problem" in bad.err

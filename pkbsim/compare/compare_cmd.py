@@ -39,11 +39,14 @@ FORMATS = ("table", "markdown", "html", "json")
 def compare_command(problem: str | None, measured: Path | None, measured_us: float | None,
                     solution: Path | None, solutions: Path | None, topology: str,
                     world_size: int | None, preset: str, fmt: str, out: Path | None,
-                    plot: Path | None, *, simulate_fixes: bool = True) -> None:
+                    plot: Path | None, *, simulate_fixes: bool = True,
+                    timeline: Path | None = None) -> None:
     from pkbsim.cli import check_writable, write_output
 
     _check_options(problem, measured, measured_us, solution, solutions, fmt, plot)
-    for path, option in ((out, "--out"), (plot, "--plot")):
+    if timeline is not None and (problem is None or timeline.suffix.lower() != ".png"):
+        raise UsageError("--timeline needs --problem and a file ending in .png")
+    for path, option in ((out, "--out"), (plot, "--plot"), (timeline, "--timeline")):
         if path is not None:
             check_writable(path, option)
     topo = load_topology(topology)
@@ -59,9 +62,25 @@ def compare_command(problem: str | None, measured: Path | None, measured_us: flo
     write_output(text(result) if text else render_html(result, png), out)
     if plot is not None:
         write_output(png, plot, "--plot")
+    if timeline is not None:
+        write_output(timeline_chart(result.comparisons[0], topology, preset), timeline,
+                     "--timeline")
     if result.errors:
         sys.stderr.write(f"{len(result.errors)} problem(s) could not be compared: "
                          + "; ".join(f"{e.problem}: {e.error}" for e in result.errors) + "\n")
+
+
+def timeline_chart(comp: Comparison, topology: str, preset: str) -> bytes:
+    """The simulator's timeline of PKB's reference for this problem (nccl_reference), with
+    t_roof and each measured variant's time marked from the start of the steady iteration."""
+    from pkbsim.report.gantt import gantt_chart
+    from pkbsim.simulation import run_simulation
+
+    sim = run_simulation(comp.problem, "nccl_reference", topology, comp.world_size, preset,
+                         trace=True)
+    marks = (("t_roof", comp.t_roof_us),
+             *((f"measured {v.variant}", v.measured_us) for v in comp.variants))
+    return gantt_chart(sim, "png", marks)
 
 
 def _check_options(problem: str | None, measured: Path | None, measured_us: float | None,

@@ -57,14 +57,16 @@ def busy_links(result: SimResult) -> list[tuple[LinkUse, list[tuple[float, float
     return out
 
 
-def gantt_chart(result: SimResult, fmt: str = "png") -> bytes:
-    """The chart in ``fmt`` (png, svg or pdf)."""
+def gantt_chart(result: SimResult, fmt: str = "png",
+                marks: tuple[tuple[str, float], ...] = ()) -> bytes:
+    """The chart in ``fmt`` (png, svg or pdf). ``marks`` are (label, µs) durations drawn as
+    vertical lines from the start of the measured iteration (e.g. a measured time, t_roof)."""
     if fmt not in _METADATA:
         raise UsageError(f"unknown image format {fmt!r}; expected " + ", ".join(_METADATA))
     import matplotlib
 
     with matplotlib.rc_context({"svg.hashsalt": "pkbsim"}):  # stable ids in SVG output
-        fig = _draw(result)
+        fig = _draw(result, marks)
         buffer = io.BytesIO()
         fig.savefig(buffer, format=fmt, dpi=110, metadata=_METADATA[fmt])
     return buffer.getvalue()
@@ -78,7 +80,10 @@ def _colours(result: SimResult) -> dict[str, Any]:
     return {name: cmap(_ORDER[i % 20]) for i, name in enumerate(names)}
 
 
-def _draw(result: SimResult) -> Any:
+MARK_COLOURS = ("#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+def _draw(result: SimResult, marks: tuple[tuple[str, float], ...] = ()) -> Any:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -103,7 +108,12 @@ def _draw(result: SimResult) -> Any:
         ax.axhline(len(ranks) * len(TRACKS) - 0.5, color="#bbbbbb", lw=0.8)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
     ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_xlim(0, max(result.makespan_us, 1e-3) * 1.01)
+    start = result.window_us[0]
+    for i, (_label, us) in enumerate(marks):
+        ax.axvline(start + us, color=MARK_COLOURS[i % len(MARK_COLOURS)], ls=":", lw=1.4,
+                   zorder=5)
+    right = max([result.makespan_us, *(start + us for _, us in marks)])
+    ax.set_xlim(0, max(right, 1e-3) * 1.01)
     ax.set_xlabel("time since simulation start (µs)")
     ax.grid(True, axis="x", color="#eeeeee", lw=0.6)
     ax.set_axisbelow(True)
@@ -117,6 +127,9 @@ def _draw(result: SimResult) -> Any:
                 Line2D([], [], color="#333333", ls="--", lw=0.9,
                        label=f"iteration end (rank {slowest})"),
                 Patch(facecolor="#fff4cc", label="measured iteration")]
+    handles += [Line2D([], [], color=MARK_COLOURS[i % len(MARK_COLOURS)], ls=":", lw=1.4,
+                       label=f"{label}: {us:.3g} µs from its start")
+                for i, (label, us) in enumerate(marks)]
     if links:
         handles.append(Patch(facecolor=LINK_COLOUR, label="link carries a flow"))
     if len(colours) > 6:
