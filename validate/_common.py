@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -110,9 +109,12 @@ def batch_for(size_bytes: int) -> int:
     return 1
 
 
-def fail(message: str) -> None:
-    sys.stderr.write(message.rstrip() + "\n")
-    sys.exit(1)
+def run_main(main: Callable[[], None]) -> None:
+    """Run a script's ``main``; a failed check ends it with one line and exit code 1."""
+    try:
+        main()
+    except CheckFailed as exc:
+        raise SystemExit(f"check failed: {exc}") from None
 
 
 # ----------------------------------------------------------------------------- CuPy side

@@ -27,6 +27,7 @@ from _common import (
     parse_args,
     pool_bytes,
     repeats_for,
+    run_main,
     sizes,
 )
 
@@ -101,7 +102,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except CheckFailed as exc:
-        raise SystemExit(f"check failed: {exc}") from None
+    run_main(main)

@@ -17,7 +17,7 @@ import os
 import statistics
 import time
 
-from _common import CheckFailed, Emitter, parse_args
+from _common import CheckFailed, Emitter, parse_args, run_main
 
 
 def _loop(fn, n: int, torch) -> tuple[float, float]:
@@ -125,7 +125,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except CheckFailed as exc:
-        raise SystemExit(f"check failed: {exc}") from None
+    run_main(main)

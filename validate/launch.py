@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from _common import CheckFailed, Emitter, Gpu, parse_args
+from _common import CheckFailed, Emitter, Gpu, parse_args, run_main
 
 COUNT_SRC = r"""
 extern "C" __global__ void bump(unsigned int* counter) { atomicAdd(counter, 1u); }
@@ -104,7 +104,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except CheckFailed as exc:
-        raise SystemExit(f"check failed: {exc}") from None
+    run_main(main)
