@@ -32,3 +32,18 @@ def test_references_are_timed_in_pkb_format(tmp_path: Path) -> None:
             perf = json.loads((tmp_path / "logs" / f"problem_{stem}" / "reference"
                                / f"rank_{rank}_perf.json").read_text())
             assert perf["iterations"] == 100 and perf["wall_time_ms"] > 0
+
+
+def test_call_profile_and_spread_on_cpu() -> None:
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(ROOT / "validate"))
+    import pkb_references as refs
+
+    got = refs.call_profile(lambda x: (x * 2).sum(), (torch.ones(64),), iters=4)
+    assert got["gpu_ops_per_call"] == 0 and got["nccl_kernels_per_call"] == 0  # no GPU here
+    assert 0 < got["host_issue_us"] <= got["host_wall_us"]
+    assert any("mul" in name for name, _us, _n in got["top_host_ops"])
+    assert refs.spread([1.0, 2.0, 3.0, 4.0, 100.0])["median_us"] == 3000.0
+    assert refs.merged([(0, 2), (1, 3), (5, 6), (5.5, 5.7)]) == 4.0
+    assert [i for i, _ in refs.references(TINY, None, {2})] == [
+        i for i, _ in refs.references(TINY, None) if i != 2]

@@ -217,7 +217,8 @@ def perf_record(per_iter_ms: list[float], total_ms: float, warmup_iters: int, gr
 
 
 def time_solution(fn: Callable[..., Any], args: tuple[Any, ...], cuda: bool, warmup_iters: int,
-                  iters: int) -> dict[str, Any]:
+                  iters: int, per_iter_out: list[float] | None = None) -> dict[str, Any]:
+    """PKB's perf record; ``per_iter_out`` (if given) receives each timed iteration in ms."""
     tensor, with_tensor = timed_argument(args)
     tensor_bytes = tensor.element_size() * tensor.numel()
     groups = num_input_groups(tensor_bytes, PKB_L2_BYTES)
@@ -246,6 +247,8 @@ def time_solution(fn: Callable[..., Any], args: tuple[Any, ...], cuda: bool, war
             stamps.append(time.perf_counter())
         per_iter = [(stamps[i + 1] - stamps[i]) * 1e3 for i in range(iters)]
         total = (stamps[-1] - stamps[0]) * 1e3
+    if per_iter_out is not None:
+        per_iter_out.extend(per_iter)
     return perf_record(per_iter, total, warmup_iters, groups, PKB_L2_BYTES, tensor_bytes)
 
 
@@ -321,9 +324,9 @@ def call(fn: Callable[..., Any], inputs: tuple[Any, ...], dev: torch.device) -> 
     return out
 
 
-def run(args: argparse.Namespace, status: Status, rank: int, world_size: int,
-        dev: torch.device) -> None:
-    status.update(phase="load")
+def input_maker(args: argparse.Namespace, rank: int, world_size: int, dev: torch.device
+                ) -> Callable[[int], tuple[Any, ...]]:
+    """PKB's inputs for one trial of ``args.problem_id``, from the checkout's utils."""
     sys.path.insert(0, os.path.abspath(args.pkb_root))  # solutions import utils.*
     tensors = load_module(os.path.join(args.pkb_root, "utils", "input_output_tensors.py"),
                           "pkb_input_output_tensors")
@@ -333,6 +336,14 @@ def run(args: argparse.Namespace, status: Status, rank: int, world_size: int,
         return tuple(tensors.create_input_tensor(rank, world_size, args.problem_id,
                                                  (args.rows, args.cols), dtype, trial=trial,
                                                  device=dev))
+    return make_inputs
+
+
+def run(args: argparse.Namespace, status: Status, rank: int, world_size: int,
+        dev: torch.device) -> list[float]:
+    """Check (or run the reference once), save the outputs, time; the timed iterations in ms."""
+    status.update(phase="load")
+    make_inputs = input_maker(args, rank, world_size, dev)
 
     reference = solution_of(args.reference, "pkb_reference")
     if args.solution:
@@ -347,11 +358,13 @@ def run(args: argparse.Namespace, status: Status, rank: int, world_size: int,
     torch.save(to_cpu(output), logs / f"rank_{rank}.pt")
     dist.barrier()  # as PKB's worker, between saving the outputs and timing
     status.update(phase="timing")
+    per_iter: list[float] = []
     record = time_solution(candidate, make_inputs(0), dev.type == "cuda", args.warmup_iters,
-                           args.iters)
+                           args.iters, per_iter)
     (logs / f"rank_{rank}_perf.json").write_text(json.dumps(record, indent=2))
     status.update(phase="finish")
     dist.barrier()
+    return per_iter
 
 
 def one_line(text: str) -> str:
