@@ -415,6 +415,17 @@ def compare(
                     preset, fmt.value, out, plot, timeline=timeline)
 
 
+# pkbsim sweep: the command lives in its module (typer only at import; the engine loads lazily)
+from pkbsim.planning.sweep_cmd import sweep as _sweep  # noqa: E402
+
+app.command("sweep")(_sweep)
+
+# pkbsim plan: derived answers (threshold, crossover, sm-split, latency-exit)
+from pkbsim.planning.plan_cmd import plan_app as _plan_app  # noqa: E402
+
+app.add_typer(_plan_app, name="plan")
+
+
 @topo_app.command("list")
 def topo_list() -> None:
     """Shipped topologies, one line each."""

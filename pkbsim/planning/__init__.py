@@ -1,0 +1,1 @@
+"""Capacity planning: sweeps over hardware, scale and size, and the answers derived from them."""

@@ -1,0 +1,284 @@
+"""The sweep engine: every point of a spec evaluated, in parallel, streamed to a JSON-lines file.
+
+The file's first line is a header describing the spec; each further line is one finished point
+(its axis values, then ``error`` or the metric columns), appended and flushed as it finishes, so
+a sweep that is interrupted keeps what it finished and a second run with the same spec resumes.
+Nothing here prints; ``progress`` is the caller's hook.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from pkbsim.errors import PkbsimError, UsageError
+from pkbsim.planning.axes import Axis, Value, expand
+from pkbsim.planning.evaluate import Target, columns, evaluate
+
+HEADER_KEY = "pkbsim_sweep"
+HEADER_VERSION = 1
+CHUNK_S = 0.05  # a chunk of cheap points takes about this long; costly points go one by one
+MAX_CHUNK_POINTS = 64
+
+Row = dict[str, Any]
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """What a sweep evaluates: a target, its axes (last fastest) and the metrics."""
+
+    target: Target
+    axes: tuple[Axis, ...]
+    metrics: tuple[str, ...]
+
+    @property
+    def axis_names(self) -> list[str]:
+        return [a.name for a in self.axes]
+
+    def header(self) -> dict[str, Any]:
+        """The first line of the results file; a resumed file must carry the same one."""
+        t = self.target
+        return {HEADER_KEY: HEADER_VERSION,
+                "target": {"task": t.task, "collective": t.collective, "topology": t.topology,
+                           "preset": t.preset},
+                "axes": [{"name": a.name, "values": list(a.values)} for a in self.axes],
+                "metrics": list(self.metrics)}
+
+
+@dataclass(frozen=True)
+class SweepCounts:
+    ok: int
+    failed: int
+    resumed: int  # rows read back from an earlier run's file
+    computed: int  # rows evaluated by this run
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    spec: SweepSpec
+    rows: list[Row]  # in point order: the point's axis values, then error or the columns
+    columns: list[str]  # the metric columns, units in the names
+    counts: SweepCounts
+
+
+def points(spec: SweepSpec) -> Iterator[dict[str, Value]]:
+    return expand(spec.axes)
+
+
+def point_key(point: Mapping[str, Any], names: Sequence[str]) -> str:
+    """A stable key of a point (its axis values), equal for a point and its row read back."""
+    return json.dumps({n: point[n] for n in names}, sort_keys=True)
+
+
+def _evaluate_chunk(target: Target, metrics: tuple[str, ...],
+                    chunk: list[tuple[int, dict[str, Value]]]) -> list[tuple[int, Row]]:
+    """Worker side: the rows of a few points (top level, so the pool can pickle it)."""
+    return [(i, evaluate_row(target, p, metrics)) for i, p in chunk]
+
+
+def evaluate_row(target: Target, point: Mapping[str, Value], metrics: Sequence[str],
+                 strict: bool = False) -> Row:
+    """A point's row; a bad point gives an ``error`` row (``strict``: a UsageError raises)."""
+    try:
+        return {**point, **evaluate(target, point, metrics)}
+    except PkbsimError as exc:
+        if strict and isinstance(exc, UsageError):
+            raise
+        return {**point, "error": exc.one_line()}
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent, which stops them (no tracebacks from children)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def read_results(path: Path, spec: SweepSpec) -> tuple[dict[str, Row], int]:
+    """Rows of an earlier run of the same spec, and the byte length of the file's valid part.
+
+    A bad last line (cut off by a kill) is dropped; a bad line elsewhere is an error. A missing
+    or empty file, or one holding only a cut-off header, gives no rows and length 0.
+    """
+    if not path.exists():
+        return {}, 0
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
+    names = spec.axis_names
+    keys = {point_key(p, names) for p in points(spec)}
+    rows: dict[str, Row] = {}
+    offset = valid_end = 0
+    for i, raw in enumerate(lines[:last + 1]):
+        offset += len(raw) + 1
+        try:
+            record = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            if i == last:
+                break
+            raise UsageError(f"line {i + 1}: not JSON (fix or delete it, or pass --fresh)",
+                             file=str(path)) from None
+        if i == 0:
+            _check_header(record, spec, path)
+        elif record is not None:
+            rows[_check_row(record, names, keys, path, i + 1)] = record
+        valid_end = min(offset, len(data))
+    return rows, valid_end
+
+
+def _check_header(record: Any, spec: SweepSpec, path: Path) -> None:
+    if not isinstance(record, dict) or HEADER_KEY not in record:
+        raise UsageError("line 1: not a pkbsim sweep results file; pass another path or --fresh "
+                         "to overwrite it", file=str(path))
+    if record != json.loads(json.dumps(spec.header())):
+        raise UsageError("holds a different sweep (target, axes or metrics differ); pass "
+                         "another path, or --fresh to start over", file=str(path))
+
+
+def _check_row(record: Any, names: Sequence[str], keys: set[str], path: Path, number: int
+               ) -> str:
+    if not isinstance(record, dict) or any(n not in record for n in names):
+        raise UsageError(f"line {number}: not a row of this sweep (axes "
+                         + ", ".join(names) + ")", file=str(path))
+    key = point_key(record, names)
+    if key not in keys:
+        raise UsageError(f"line {number}: {key} is not a point of this sweep", file=str(path))
+    return key
+
+
+class _Sink:
+    """The results file: header first, then one flushed line per finished row."""
+
+    def __init__(self, path: Path | None, spec: SweepSpec, valid_end: int) -> None:
+        self.handle: IO[bytes] | None = None
+        if path is None:
+            return
+        if valid_end == 0:
+            self.handle = path.open("wb")
+            self.write(spec.header())
+            return
+        self.handle = path.open("r+b")
+        self.handle.truncate(valid_end)  # drops a line cut off by a kill
+        self.handle.seek(valid_end - 1)
+        if self.handle.read(1) != b"\n":
+            self.handle.write(b"\n")
+        self.handle.seek(0, os.SEEK_END)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        if self.handle is not None:
+            self.handle.write(json.dumps(record).encode() + b"\n")
+            self.handle.flush()
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+
+
+def run_sweep(spec: SweepSpec, out_jsonl: Path | None = None, jobs: int = 1,
+              progress: Progress | None = None, fresh: bool = False) -> SweepResult:
+    """Every point's row, in point order; rows stream to ``out_jsonl`` (resumed when it holds
+    the same spec, unless ``fresh``). The first pending point runs in-process first: a
+    UsageError there (an unknown axis) raises before any file is touched."""
+    pts = list(points(spec))
+    names = spec.axis_names
+    keys = [point_key(p, names) for p in pts]
+    done, valid_end = ({}, 0) if fresh or out_jsonl is None else read_results(out_jsonl, spec)
+    resumed = len(done)
+    pending = [i for i, k in enumerate(keys) if k not in done]
+    started = time.perf_counter()
+    first = evaluate_row(spec.target, pts[pending[0]], spec.metrics, strict=True) \
+        if pending else None
+    first_s = time.perf_counter() - started
+    sink = _Sink(out_jsonl, spec, valid_end)
+    try:
+        finished = len(done)
+
+        def record(i: int, row: Row) -> None:
+            nonlocal finished
+            done[keys[i]] = row
+            sink.write(row)
+            finished += 1
+            if progress is not None:
+                progress(finished, len(pts))
+
+        if progress is not None:
+            progress(finished, len(pts))
+        if first is not None:
+            record(pending.pop(0), first)
+        rest = [(i, pts[i]) for i in pending]
+        if jobs <= 1 or len(rest) <= 1:
+            for i, point in rest:
+                record(i, evaluate_row(spec.target, point, spec.metrics))
+        else:
+            _run_pool(spec, _costly_first(rest), jobs, record, first_s)
+    finally:
+        sink.close()
+    rows = [done[k] for k in keys]
+    if out_jsonl is not None and (resumed or jobs > 1):
+        _rewrite_sorted(out_jsonl, spec, rows)
+    failed = sum(1 for r in rows if "error" in r)
+    counts = SweepCounts(ok=len(rows) - failed, failed=failed, resumed=resumed,
+                         computed=len(rows) - resumed)
+    return SweepResult(spec, rows, columns(spec.metrics, spec.target), counts)
+
+
+Items = list[tuple[int, dict[str, Value]]]
+
+
+def _costly_first(items: Items) -> Items:
+    """Largest sizes first, so the slowest points do not all start last (a shorter tail)."""
+    def size(item: tuple[int, dict[str, Value]]) -> float:
+        value = item[1].get("size", 0)
+        return float(value) if isinstance(value, int | float) else 0.0
+
+    return sorted(items, key=lambda item: -size(item))
+
+
+def _chunks(items: Items, jobs: int, point_s: float) -> list[Items]:
+    """Chunks of about CHUNK_S each (by the first point's time), at least 4 per worker."""
+    by_time = int(CHUNK_S / max(point_s, 1e-6))
+    size = max(1, min(MAX_CHUNK_POINTS, by_time, math.ceil(len(items) / (4 * jobs))))
+    return [items[c:c + size] for c in range(0, len(items), size)]
+
+
+def _run_pool(spec: SweepSpec, items: Items, jobs: int, record: Callable[[int, Row], None],
+              point_s: float) -> None:
+    chunks = _chunks(items, jobs, point_s)
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(chunks)), initializer=_ignore_sigint)
+    try:
+        futures: set[Future[list[tuple[int, Row]]]] = {
+            pool.submit(_evaluate_chunk, spec.target, spec.metrics, c) for c in chunks}
+        while futures:
+            ready, futures = wait(futures, return_when=FIRST_COMPLETED)
+            for future in ready:
+                for i, row in future.result():
+                    record(i, row)
+    except BaseException:
+        _stop(pool)
+        raise
+    pool.shutdown()
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now (they ignore Ctrl-C)."""
+    workers = dict(getattr(pool, "_processes", None) or {})  # no public way before 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers.values():
+        if process.is_alive():
+            process.terminate()
+
+
+def _rewrite_sorted(path: Path, spec: SweepSpec, rows: Sequence[Row]) -> None:
+    """The finished file in point order (atomic: the streamed file stays until replaced)."""
+    tmp = path.with_name(f".{path.name}.sorted.tmp")
+    with tmp.open("wb") as handle:
+        for record in (spec.header(), *rows):
+            handle.write(json.dumps(record).encode() + b"\n")
+    os.replace(tmp, path)

@@ -1,0 +1,139 @@
+"""The sweep plot: one column of the results against one axis, a line per series.
+
+A series is one combination of the other varied axes. Sizes, and axes spanning more than two
+decades, go on log axes; a busbw column gets each series' line-rate ceiling, dashed. Points
+that failed are left out. Returns the image as bytes; the CLI decides where it goes.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from pkbsim.errors import UsageError
+from pkbsim.planning.sweep import SweepResult, SweepSpec
+from pkbsim.report.plot import _METADATA
+from pkbsim.report.sweep_report import cell
+
+LINE_RATE = "line_rate_busbw_GBps"
+DECADES_FOR_LOG = 2.0
+
+
+def numeric_axes(spec: SweepSpec) -> list[str]:
+    """Varied axes whose values are all numbers, in axis order."""
+    return [a.name for a in spec.axes if len(a.values) > 1
+            and all(isinstance(v, int | float) for v in a.values)]
+
+
+def default_x(spec: SweepSpec) -> str:
+    """``size`` when it varies, else the first varied numeric axis, else the first varied one."""
+    numeric = numeric_axes(spec)
+    if "size" in numeric:
+        return "size"
+    if numeric:
+        return numeric[0]
+    varied = [a.name for a in spec.axes if len(a.values) > 1]
+    if not varied:
+        raise UsageError("--plot: nothing varies; vary an axis (--vary, --sizes)")
+    return varied[0]
+
+
+def default_y(columns: Sequence[str]) -> str:
+    """The first numeric metric column."""
+    for name in columns:
+        if name != "binding":
+            return name
+    raise UsageError("--plot: no numeric metric; add one with --metric (e.g. t_roof)")
+
+
+def check_choice(spec: SweepSpec, columns: Sequence[str], x: str, y: str) -> None:
+    """--x must be an axis, --y a numeric column (checked before any work)."""
+    names = spec.axis_names
+    if x not in names:
+        raise UsageError(f"--x {x}: not an axis of this sweep (axes: {', '.join(names)})")
+    numeric = [c for c in columns if c != "binding"]
+    if y not in numeric:
+        raise UsageError(f"--y {y}: not a numeric column of this sweep (columns: "
+                         + ", ".join(numeric) + ")")
+
+
+def _log_scale(values: Sequence[float]) -> bool:
+    positive = [v for v in values if v > 0]
+    return len(positive) == len(values) and bool(positive) and \
+        max(positive) / min(positive) > 10**DECADES_FOR_LOG
+
+
+def _series(result: SweepResult, x: str) -> dict[str, list[dict[str, Any]]]:
+    """Rows grouped by the values of the other varied axes, labelled ``name=value, ...``."""
+    others = [a.name for a in result.spec.axes if len(a.values) > 1 and a.name != x]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in result.rows:
+        label = ", ".join(f"{n}={cell(n, row[n])}" for n in others)
+        groups.setdefault(label, []).append(row)
+    return groups
+
+
+def sweep_plot(result: SweepResult, x: str, y: str, fmt: str = "png") -> bytes:
+    """The same input gives the same bytes."""
+    import matplotlib
+
+    check_choice(result.spec, result.columns, x, y)
+    matplotlib.use("Agg")
+    with matplotlib.rc_context({"svg.hashsalt": "pkbsim"}):
+        return _draw(result, x, y, fmt)
+
+
+def _draw(result: SweepResult, x: str, y: str, fmt: str) -> bytes:
+    import matplotlib.pyplot as plt
+
+    axis = next(a for a in result.spec.axes if a.name == x)
+    categorical = not all(isinstance(v, int | float) for v in axis.values)
+    position = {v: i for i, v in enumerate(axis.values)}
+    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=100)
+    xs_all: list[float] = []
+    ys_all: list[float] = []
+    groups = _series(result, x)
+    ceiling = y.endswith("busbw_GBps") and y != LINE_RATE and LINE_RATE in result.columns
+    for index, (label, rows) in enumerate(groups.items()):
+        done = [r for r in rows if r.get("error") is None and isinstance(r.get(y), int | float)]
+        xs = [float(position[r[x]]) if categorical else float(r[x]) for r in done]
+        ys = [float(r[y]) for r in done]
+        colour = f"C{index % 10}"
+        ax.plot(xs, ys, marker="o", ms=3.5, lw=1.4, color=colour, label=label or y)
+        xs_all += xs
+        ys_all += ys
+        if ceiling:
+            rates = [(px, float(r[LINE_RATE])) for px, r in zip(xs, done, strict=True)
+                     if isinstance(r.get(LINE_RATE), int | float)]
+            if rates:
+                ax.plot([p for p, _ in rates], [v for _, v in rates], ls="--", lw=1.1,
+                        color=colour, label="line rate" + (f" ({label})" if label else ""))
+                ys_all += [v for _, v in rates]
+    if categorical:
+        ax.set_xticks(range(len(axis.values)), [str(v) for v in axis.values])
+    elif x == "size" or _log_scale(xs_all):
+        ax.set_xscale("log", base=2 if x == "size" else 10)
+    if x == "size":
+        ticks = sorted(set(xs_all))
+        step = max(1, len(ticks) // 10)
+        ax.set_xticks(ticks[::step], [cell("size", int(t)) for t in ticks[::step]])
+    if ys_all and _log_scale(ys_all):
+        ax.set_yscale("log")
+    ax.set_xlabel("size (bytes per rank)" if x == "size" else x)
+    ax.set_ylabel(y)
+    t = result.spec.target
+    on = "" if "topology" in result.spec.axis_names else f" on {t.topology}"
+    ax.set_title(f"{t.label}{on}: {y}", fontsize=11)
+    ax.grid(True, which="major", color="#eeeeee", lw=0.6)
+    if len(groups) > 1 or ceiling:
+        ax.legend(fontsize=8, framealpha=0.9)
+    skipped = sum(1 for r in result.rows if r.get("error") is not None)
+    if skipped:
+        ax.text(0.99, 0.01, f"{skipped} point(s) failed, not drawn", ha="right", va="bottom",
+                transform=ax.transAxes, fontsize=8, color="#666666")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=fmt, dpi=130, metadata=_METADATA[fmt])
+    plt.close(fig)
+    return buffer.getvalue()

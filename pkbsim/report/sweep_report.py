@@ -1,0 +1,133 @@
+"""``pkbsim sweep`` results as a terminal table, CSV, Markdown or JSON (``pkbsim.sweep/1``).
+
+CSV and JSON hold raw numbers (times in us, bandwidths in GB/s = 1e9 B/s, sizes in bytes);
+the table and Markdown show sizes human-readable and numbers rounded. Fields are a contract:
+add, never rename or remove without a schema bump.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from pkbsim import __version__
+from pkbsim.planning.sweep import SweepResult
+from pkbsim.units import format_bytes
+
+SCHEMA = "pkbsim.sweep/1"
+SIZE_AXES = ("size",)
+
+
+def fields(result: SweepResult) -> list[str]:
+    """Every row's fields: the axis names, the metric columns, then error."""
+    return [*result.spec.axis_names, *result.columns, "error"]
+
+
+def row_dict(result: SweepResult, row: dict[str, Any]) -> dict[str, Any]:
+    return {name: row.get(name) for name in fields(result)}
+
+
+def to_dict(result: SweepResult) -> dict[str, Any]:
+    spec = result.spec
+    header = spec.header()
+    counts = result.counts
+    return {"schema": SCHEMA, "pkbsim_version": __version__, "target": header["target"],
+            "axes": header["axes"], "metrics": list(spec.metrics), "columns": result.columns,
+            "counts": {"points": len(result.rows), "ok": counts.ok, "failed": counts.failed,
+                       "resumed": counts.resumed, "computed": counts.computed},
+            "rows": [row_dict(result, r) for r in result.rows]}
+
+
+def render_json(result: SweepResult) -> str:
+    return json.dumps(to_dict(result), indent=2) + "\n"
+
+
+def render_csv(result: SweepResult) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=fields(result), lineterminator="\n")
+    writer.writeheader()
+    for row in result.rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row_dict(result, row).items()})
+    return buffer.getvalue()
+
+
+def cell(name: str, value: Any) -> str:
+    """One value as shown to a reader: sizes in KiB/MiB/GiB, numbers to 4 significant digits."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool | str):
+        return str(value)
+    if name in SIZE_AXES and isinstance(value, int | float):
+        return format_bytes(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if abs(value) >= 1e4:
+            return f"{value:,.0f}"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def heading(result: SweepResult) -> str:
+    spec = result.spec
+    t = spec.target
+    where = [] if "topology" in spec.axis_names else [f"on {t.topology}"]
+    if t.task is not None and "preset" not in spec.axis_names:
+        where.append(f"preset {t.preset}")
+    c = result.counts
+    done = f"{len(result.rows)} points: {c.ok} ok, {c.failed} failed"
+    if c.resumed:
+        done += f", {c.resumed} read back from an earlier run"
+    varied = ", ".join(f"{a.name} ({len(a.values)})" for a in spec.axes if len(a.values) > 1)
+    label = "tasks" if "task" in spec.axis_names else t.label
+    return (" ".join([f"Sweep of {label}", *where]) + f"; {done}"
+            + (f"; varied: {varied}" if varied else ""))
+
+
+def _shown_fields(result: SweepResult) -> list[str]:
+    """The table's columns: error only when some point failed."""
+    names = fields(result)
+    return names if result.counts.failed else names[:-1]
+
+
+def render_table(result: SweepResult) -> str:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    names = _shown_fields(result)
+    numeric = _numeric_fields(result)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for name in names:
+        table.add_column(name, justify="right" if name in numeric else "left",
+                         overflow="fold")
+    for row in result.rows:
+        table.add_row(*(cell(n, row.get(n)) for n in names))
+    console = Console(width=max(100, 14 * len(names)), record=True, file=io.StringIO(),
+                      color_system=None, force_terminal=False)
+    console.print(table)
+    note = ("Times in us; bandwidths in GB/s (1e9 B/s, nccl-tests' algbw/busbw); sizes are "
+            "bytes per rank")
+    return heading(result) + "\n" + note + "\n\n" + console.export_text()
+
+
+def _numeric_fields(result: SweepResult) -> set[str]:
+    """Right-aligned: metric columns but binding, and axes whose values are all numbers."""
+    axes = {a.name for a in result.spec.axes if all(isinstance(v, int | float) for v in a.values)}
+    return axes | (set(result.columns) - {"binding"})
+
+
+def render_markdown(result: SweepResult) -> str:
+    names = _shown_fields(result)
+    numeric = _numeric_fields(result)
+    lines = [f"{heading(result)}. Times in µs, bandwidths in GB/s.", "",
+             "| " + " | ".join(names) + " |",
+             "|" + "|".join("---:" if n in numeric else "---" for n in names) + "|"]
+    for row in result.rows:
+        cells = (cell(n, row.get(n)).replace("|", "\\|") for n in names)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
