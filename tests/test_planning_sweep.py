@@ -246,3 +246,21 @@ def test_a_task_axis_sweeps_several_tasks_without_task_option() -> None:
     for line, task in zip(lines[1:], ("1", "40"), strict=True):
         want = evaluate(Target(task=task), {}, ("t_roof",))["t_roof_us"]
         assert line.split(",")[0] == task and float(line.split(",")[1]) == want
+
+
+def test_baseline_adds_exact_speedups_and_booleans_reach_the_topology(cli: Any) -> None:
+    got = cli("sweep", "--task", "1", "--vary", "scale_up.bandwidth_GBps=450,900", "--metric",
+              "t_comm", "--baseline", "scale_up.bandwidth_GBps=450", "--format", "csv",
+              "--jobs", "1")
+    assert got.code == 0, got.err
+    rows = [line.split(",") for line in got.out.strip().splitlines()]
+    assert rows[0] == ["scale_up.bandwidth_GBps", "t_comm_us", "t_comm_speedup", "error"]
+    assert float(rows[1][2]) == 1.0
+    assert float(rows[2][2]) == float(rows[1][1]) / float(rows[2][1]) == 2.0  # t_comm ~ 1/B
+    bad = cli("sweep", "--task", "1", "--vary", "world_size=4,8", "--baseline", "world_size=16")
+    assert bad.code == 2 and "--baseline" in bad.err and len(bad.err.strip().splitlines()) == 1
+    nvls = cli("sweep", "--task", "1", "--vary", "scale_up.in_switch_reduction=true,false",
+               "--metric", "t_comm", "--format", "csv", "--jobs", "1")
+    assert nvls.code == 0, nvls.err
+    on, off = (float(line.split(",")[1]) for line in nvls.out.strip().splitlines()[1:])
+    assert on < off  # all-reduce with in-switch reduction needs fewer bytes on the busiest port

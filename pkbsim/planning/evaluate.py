@@ -157,7 +157,7 @@ def _split(point: Mapping[str, Any], spec: TaskSpec
         if key in OVERRIDE_KEYS:
             strat[key] = value
         elif "." in key:
-            topo[key] = value
+            topo[key] = _topology_value(value)
         elif key in settable:
             task[key] = value
         else:
@@ -166,6 +166,13 @@ def _split(point: Mapping[str, Any], spec: TaskSpec
                              "or one of task, topology, world_size, preset, "
                              + ", ".join(OVERRIDE_KEYS))
     return task, topo, strat
+
+
+def _topology_value(value: Any) -> Any:
+    """``true``/``false`` from the command line as booleans (scale_up.multicast=false)."""
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return value
 
 
 def instance(target: Target, point: Mapping[str, Any]) -> tuple[TaskInstance, Topology,

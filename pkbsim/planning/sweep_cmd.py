@@ -81,6 +81,10 @@ def sweep(
                     "axis).")] = None,
     y: Annotated[str | None, typer.Option(
         "--y", help="Plot column (default: the first numeric metric column).")] = None,
+    baseline: Annotated[str | None, typer.Option(
+        help="AXIS=VALUE: add X_speedup = the baseline row's X_us / this row's X_us for every "
+             "time column (same values on the other axes), e.g. "
+             "scale_up.bandwidth_GBps=450.")] = None,
 ) -> None:
     """Evaluate a task or one collective over a grid of topologies, world sizes, sizes and
     parameters, in parallel; results as a table, CSV, JSON or a plot."""
@@ -100,6 +104,11 @@ def sweep(
         raise UsageError(f"--jobs {workers}: expected 1 or more")
     plot_fmt = _image_format(plot) if plot is not None else ""
     cols = columns(spec.metrics, target)
+    if baseline is not None:
+        from pkbsim.planning.baseline import parse_baseline, with_speedups
+
+        base = parse_baseline(baseline, {a.name: a.values for a in spec.axes})
+        cols += [c.removesuffix("_us") + "_speedup" for c in cols if c.endswith("_us")]
     if plot is not None:
         x = x or sweep_plot.default_x(spec)
         y = y or sweep_plot.default_y(cols)
@@ -120,6 +129,8 @@ def sweep(
                                  f"{stream}: run the same command to resume\n")
             raise
     _check_some_succeeded(result)
+    if baseline is not None:
+        result = with_speedups(result, *base)
     write_output(_render(result, fmt or _format_of(out)), out)
     if plot is not None:
         assert x is not None and y is not None

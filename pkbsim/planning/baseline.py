@@ -1,0 +1,52 @@
+"""``--baseline AXIS=VALUE``: each time column as a speed-up over the baseline's row.
+
+For every row and every time column ``X_us``, ``X_speedup`` = the baseline row's ``X_us`` / this
+row's ``X_us``, where the baseline row has AXIS = VALUE and the same values on every other axis
+(above 1: faster than the baseline). Rows without a baseline row, or with an error on either
+side, get no value.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from pkbsim.errors import UsageError
+from pkbsim.planning.axes import parse_values
+from pkbsim.planning.sweep import SweepResult
+
+
+def parse_baseline(item: str, axis_values: dict[str, tuple[Any, ...]]) -> tuple[str, Any]:
+    name, sep, text = item.partition("=")
+    name = name.strip()
+    if not sep or name not in axis_values:
+        raise UsageError(f"--baseline {item!r}: expected AXIS=VALUE with AXIS one of the varied "
+                         "axes: " + ", ".join(axis_values))
+    values = parse_values(text, f"--baseline {name}")
+    if len(values) != 1 or values[0] not in axis_values[name]:
+        raise UsageError(f"--baseline {item!r}: the value must be one of the axis's values: "
+                         + ", ".join(str(v) for v in axis_values[name]))
+    return name, values[0]
+
+
+def with_speedups(result: SweepResult, axis: str, value: Any) -> SweepResult:
+    names = [a.name for a in result.spec.axes]
+    others = [n for n in names if n != axis]
+    times = [c for c in result.columns if c.endswith("_us")]
+
+    def key(row: dict[str, Any]) -> str:
+        return json.dumps({n: row[n] for n in others}, sort_keys=True)
+
+    base = {key(r): r for r in result.rows if r[axis] == value and "error" not in r}
+    rows = []
+    for row in result.rows:
+        ref = base.get(key(row))
+        extra: dict[str, Any] = {}
+        for col in times:
+            mine, theirs = row.get(col), ref.get(col) if ref else None
+            if isinstance(mine, (int, float)) and isinstance(theirs, (int, float)) and mine > 0:
+                extra[col.removesuffix("_us") + "_speedup"] = theirs / mine
+        rows.append({**row, **extra})
+    columns = result.columns + [c.removesuffix("_us") + "_speedup" for c in times]
+    return replace(result, rows=rows, columns=columns)
