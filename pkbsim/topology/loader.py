@@ -88,7 +88,19 @@ def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any], file:
                 node[part] = value
             else:
                 node = node[part]
-    return out
+    return _drop_impossible_mechanisms(out, overrides)
+
+
+def _drop_impossible_mechanisms(data: dict[str, Any], overrides: Mapping[str, Any]
+                                ) -> dict[str, Any]:
+    """A what-if that turns in-switch reduction off (``--set scale_up.in_switch_reduction=false``)
+    also removes the NVLS mechanism, which cannot exist without it; a file that lists both is
+    still an error."""
+    up, mechs = data.get("scale_up"), data.get("mechanisms")
+    if "scale_up.in_switch_reduction" in overrides and isinstance(up, dict) and \
+            up.get("in_switch_reduction") is False and isinstance(mechs, dict):
+        mechs.pop("nvls_multimem", None)
+    return data
 
 
 def _per_link(data: Mapping[str, Any], key: str, value: Any, file: str) -> Any:
