@@ -264,3 +264,11 @@ def test_baseline_adds_exact_speedups_and_booleans_reach_the_topology(cli: Any) 
     assert nvls.code == 0, nvls.err
     on, off = (float(line.split(",")[1]) for line in nvls.out.strip().splitlines()[1:])
     assert on < off  # all-reduce with in-switch reduction needs fewer bytes on the busiest port
+
+
+def test_baseline_summary_line_in_the_table(cli: Any) -> None:
+    got = cli("sweep", "--task", "1", "--vary", "scale_up.bandwidth_GBps=450,900,1800",
+              "--metric", "t_comm", "--baseline", "scale_up.bandwidth_GBps=450", "--jobs", "1")
+    assert got.code == 0, got.err
+    assert ("t_comm_speedup against scale_up.bandwidth_GBps=450: median 3.00x over 2 rows "
+            "(2.00x to 4.00x); >= 1.8x in 2, < 1.1x in 0") in got.out

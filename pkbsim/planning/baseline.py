@@ -50,3 +50,20 @@ def with_speedups(result: SweepResult, axis: str, value: Any) -> SweepResult:
         rows.append({**row, **extra})
     columns = result.columns + [c.removesuffix("_us") + "_speedup" for c in times]
     return replace(result, rows=rows, columns=columns)
+
+
+def speedup_summary(result: SweepResult, axis: str, value: Any) -> list[str]:
+    """Per speed-up column, over the rows that are not the baseline: median, and how many gain
+    at least 1.8x or less than 1.1x."""
+    rows = [r for r in result.rows if r[axis] != value]
+    lines = []
+    for col in (c for c in result.columns if c.endswith("_speedup")):
+        got = sorted(float(r[col]) for r in rows if isinstance(r.get(col), int | float))
+        if not got:
+            continue
+        mid = got[len(got) // 2] if len(got) % 2 else (got[len(got) // 2 - 1]
+                                                       + got[len(got) // 2]) / 2
+        lines.append(f"{col} against {axis}={value}: median {mid:.2f}x over {len(got)} rows "
+                     f"({min(got):.2f}x to {max(got):.2f}x); >= 1.8x in "
+                     f"{sum(v >= 1.8 for v in got)}, < 1.1x in {sum(v < 1.1 for v in got)}")
+    return lines

@@ -80,7 +80,8 @@ def sweep(
         "--x", help="Plot x axis (default: size when varied, else the first varied numeric "
                     "axis).")] = None,
     y: Annotated[str | None, typer.Option(
-        "--y", help="Plot column (default: the first numeric metric column).")] = None,
+        "--y", help="Plot column(s), comma-separated (default: the first numeric metric "
+                    "column).")] = None,
     baseline: Annotated[str | None, typer.Option(
         help="AXIS=VALUE: add X_speedup = the baseline row's X_us / this row's X_us for every "
              "time column (same values on the other axes), e.g. "
@@ -105,7 +106,7 @@ def sweep(
     plot_fmt = _image_format(plot) if plot is not None else ""
     cols = columns(spec.metrics, target)
     if baseline is not None:
-        from pkbsim.planning.baseline import parse_baseline, with_speedups
+        from pkbsim.planning.baseline import parse_baseline, speedup_summary, with_speedups
 
         base = parse_baseline(baseline, {a.name: a.values for a in spec.axes})
         cols += [c.removesuffix("_us") + "_speedup" for c in cols if c.endswith("_us")]
@@ -129,9 +130,13 @@ def sweep(
                                  f"{stream}: run the same command to resume\n")
             raise
     _check_some_succeeded(result)
+    text = ""
+    chosen = fmt or _format_of(out)
     if baseline is not None:
         result = with_speedups(result, *base)
-    write_output(_render(result, fmt or _format_of(out)), out)
+        if chosen in (SweepFormat.table, SweepFormat.markdown):
+            text = "\n" + "\n".join(speedup_summary(result, *base)) + "\n"
+    write_output(_render(result, chosen) + text, out)
     if plot is not None:
         assert x is not None and y is not None
         write_output(sweep_plot.sweep_plot(result, x, y, plot_fmt), plot, "--plot")

@@ -1,4 +1,4 @@
-"""The sweep plot: one column of the results against one axis, a line per series.
+"""The sweep plot: one or more columns of the results against one axis, a line per series.
 
 A series is one combination of the other varied axes. Sizes, and axes spanning more than two
 decades, go on log axes; a busbw column gets each series' line-rate ceiling, dashed. Points
@@ -8,6 +8,7 @@ that failed are left out. Returns the image as bytes; the CLI decides where it g
 from __future__ import annotations
 
 import io
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from pkbsim.report.sweep_report import cell
 
 LINE_RATE = "line_rate_busbw_GBps"
 DECADES_FOR_LOG = 2.0
+STYLES = ("-", "-.", ":", (0, (6, 2, 1, 2)))  # one per column when several series share colours
 
 
 def numeric_axes(spec: SweepSpec) -> list[str]:
@@ -48,14 +50,15 @@ def default_y(columns: Sequence[str]) -> str:
 
 
 def check_choice(spec: SweepSpec, columns: Sequence[str], x: str, y: str) -> None:
-    """--x must be an axis, --y a numeric column (checked before any work)."""
+    """--x must be an axis, --y numeric columns, comma-separated (checked before any work)."""
     names = spec.axis_names
     if x not in names:
         raise UsageError(f"--x {x}: not an axis of this sweep (axes: {', '.join(names)})")
     numeric = [c for c in columns if c != "binding"]
-    if y not in numeric:
-        raise UsageError(f"--y {y}: not a numeric column of this sweep (columns: "
-                         + ", ".join(numeric) + ")")
+    for one in y.split(","):
+        if one not in numeric:
+            raise UsageError(f"--y {one}: not a numeric column of this sweep (columns: "
+                             + ", ".join(numeric) + ")")
 
 
 def _log_scale(values: Sequence[float]) -> bool:
@@ -94,16 +97,22 @@ def _draw(result: SweepResult, x: str, y: str, fmt: str) -> bytes:
     xs_all: list[float] = []
     ys_all: list[float] = []
     groups = _series(result, x)
-    ceiling = y.endswith("busbw_GBps") and y != LINE_RATE and LINE_RATE in result.columns
-    for index, (label, rows) in enumerate(groups.items()):
-        done = [r for r in rows if r.get("error") is None and isinstance(r.get(y), int | float)]
+    cols = y.split(",")
+    ceiling = any(c.endswith("busbw_GBps") and c != LINE_RATE for c in cols) and \
+        LINE_RATE in result.columns
+    for (ci, col), (index, (label, rows)) in itertools.product(enumerate(cols),
+                                                                enumerate(groups.items())):
+        done = [r for r in rows
+                if r.get("error") is None and isinstance(r.get(col), int | float)]
         xs = [float(position[r[x]]) if categorical else float(r[x]) for r in done]
-        ys = [float(r[y]) for r in done]
-        colour = f"C{index % 10}"
-        ax.plot(xs, ys, marker="o", ms=3.5, lw=1.4, color=colour, label=label or y)
+        ys = [float(r[col]) for r in done]
+        colour = f"C{(index if len(groups) > 1 else ci) % 10}"
+        style = STYLES[ci % len(STYLES)] if len(groups) > 1 else "-"
+        name = ", ".join(p for p in (label, col if len(cols) > 1 else "") if p) or col
+        ax.plot(xs, ys, marker="o", ms=3.5, lw=1.4, color=colour, ls=style, label=name)
         xs_all += xs
         ys_all += ys
-        if ceiling:
+        if ceiling and ci == 0:
             rates = [(px, float(r[LINE_RATE])) for px, r in zip(xs, done, strict=True)
                      if isinstance(r.get(LINE_RATE), int | float)]
             if rates:
@@ -121,12 +130,13 @@ def _draw(result: SweepResult, x: str, y: str, fmt: str) -> bytes:
     if ys_all and _log_scale(ys_all):
         ax.set_yscale("log")
     ax.set_xlabel("size (bytes per rank)" if x == "size" else x)
-    ax.set_ylabel(y)
+    ax.set_ylabel("time (µs)" if all(c.endswith("_us") for c in cols) else ", ".join(cols))
     t = result.spec.target
     on = "" if "topology" in result.spec.axis_names else f" on {t.topology}"
-    ax.set_title(f"{t.label}{on}: {y}", fontsize=11)
+    what = "tasks" if "task" in result.spec.axis_names else t.label
+    ax.set_title(f"{what}{on}: {', '.join(cols)}", fontsize=11)
     ax.grid(True, which="major", color="#eeeeee", lw=0.6)
-    if len(groups) > 1 or ceiling:
+    if len(groups) > 1 or len(cols) > 1 or ceiling:
         ax.legend(fontsize=8, framealpha=0.9)
     skipped = sum(1 for r in result.rows if r.get("error") is not None)
     if skipped:
