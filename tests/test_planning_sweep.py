@@ -272,3 +272,36 @@ def test_baseline_summary_line_in_the_table(cli: Any) -> None:
     assert got.code == 0, got.err
     assert ("t_comm_speedup against scale_up.bandwidth_GBps=450: median 3.00x over 2 rows "
             "(2.00x to 4.00x); >= 1.8x in 2, < 1.1x in 0") in got.out
+
+
+def test_sigterm_stops_parent_and_workers_and_keeps_the_file(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    jsonl = tmp_path / "slow.jsonl"
+    # custom_best at 64 ranks over InfiniBand takes over a minute a point: still running at the kill
+    cmd = [sys.executable, "-m", "pkbsim", "sweep", "--task", "40", "--topology",
+           "h100-ib-2node", "--set", "node.count=16", "--preset", "production", "--vary",
+           "world_size=8,64,128", "--metric", "custom_best", "--jobs", "2", "--jsonl", str(jsonl)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (jsonl.exists() and
+                                               len(jsonl.read_text().splitlines()) >= 2):
+        time.sleep(0.2)
+    time.sleep(1.0)  # the pool is up, its workers inside a long point
+    os.killpg(proc.pid, signal.SIGTERM)  # as a job controller or pkill: parent and workers
+    try:
+        _out, err = proc.communicate(timeout=20)  # hung before the fix
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    assert proc.returncode != 0 and "resume" in err
+    left = subprocess.run(["pgrep", "-f", str(jsonl)], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "workers outlived the sweep"
+    lines = jsonl.read_text().splitlines()
+    assert json.loads(lines[0])["pkbsim_sweep"] == 1 and len(lines) >= 2
+    assert all(json.loads(line) for line in lines)

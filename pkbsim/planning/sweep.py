@@ -24,6 +24,7 @@ from pkbsim.planning.axes import Axis, Value, expand
 from pkbsim.planning.evaluate import Target, columns, evaluate
 
 HEADER_KEY = "pkbsim_sweep"
+STOP_GRACE_S = 2.0  # a stopped worker has this long to exit on SIGTERM before SIGKILL
 HEADER_VERSION = 1
 CHUNK_S = 0.05  # a chunk of cheap points takes about this long; costly points go one by one
 MAX_CHUNK_POINTS = 64
@@ -97,8 +98,11 @@ def evaluate_row(target: Target, point: Mapping[str, Value], metrics: Sequence[s
 
 
 def _ignore_sigint() -> None:
-    """Workers leave Ctrl-C to the parent, which stops them (no tracebacks from children)."""
+    """Workers leave Ctrl-C to the parent, which stops them (no tracebacks from children), and
+    die on SIGTERM: a forked worker inherits the CLI's SIGTERM-as-Ctrl-C handler, and a worker
+    that turned SIGTERM into an exception would report it and take the next task."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def read_results(path: Path, spec: SweepSpec) -> tuple[dict[str, Row], int]:
@@ -273,6 +277,10 @@ def _stop(pool: ProcessPoolExecutor) -> None:
     for process in workers.values():
         if process.is_alive():
             process.terminate()
+    for process in workers.values():
+        process.join(STOP_GRACE_S)
+        if process.is_alive():
+            process.kill()
 
 
 def _rewrite_sorted(path: Path, spec: SweepSpec, rows: Sequence[Row]) -> None:

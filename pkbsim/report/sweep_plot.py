@@ -19,6 +19,7 @@ from pkbsim.report.sweep_report import cell
 
 LINE_RATE = "line_rate_busbw_GBps"
 DECADES_FOR_LOG = 2.0
+MARKERS = ("o", "x", "^", "s")
 STYLES = ("-", "-.", ":", (0, (6, 2, 1, 2)))  # one per column when several series share colours
 
 
@@ -109,7 +110,11 @@ def _draw(result: SweepResult, x: str, y: str, fmt: str) -> bytes:
         colour = f"C{(index if len(groups) > 1 else ci) % 10}"
         style = STYLES[ci % len(STYLES)] if len(groups) > 1 else "-"
         name = ", ".join(p for p in (label, col if len(cols) > 1 else "") if p) or col
-        ax.plot(xs, ys, marker="o", ms=3.5, lw=1.4, color=colour, ls=style, label=name)
+        if x == "task":  # separate problems: points, not a line through them
+            ax.plot(xs, ys, marker=MARKERS[ci % len(MARKERS)], ms=4.5, ls="none", color=colour,
+                    label=name)
+        else:
+            ax.plot(xs, ys, marker="o", ms=3.5, lw=1.4, color=colour, ls=style, label=name)
         xs_all += xs
         ys_all += ys
         if ceiling and ci == 0:
