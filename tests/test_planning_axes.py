@@ -82,3 +82,19 @@ def test_expand_last_axis_fastest() -> None:
 def test_duplicate_axes() -> None:
     with pytest.raises(UsageError, match=r"^--vary size: given twice"):
         check_axes([Axis("size", (1,)), Axis("w", (2,)), Axis("size", (3,))])
+
+
+def test_a_geometric_range_downwards_is_empty_and_refused() -> None:
+    from pkbsim.errors import UsageError
+    from pkbsim.planning.axes import parse_values
+
+    with pytest.raises(UsageError, match="--sizes: '1GiB:1KiB:x2' is empty"):
+        parse_values("1GiB:1KiB:x2", "--sizes", numeric=True)
+
+
+def test_a_task_parameter_must_be_a_number() -> None:
+    from pkbsim.errors import UsageError
+    from pkbsim.planning.evaluate import Target, evaluate
+
+    with pytest.raises(UsageError, match="--vary M: 'abc' is not a number"):
+        evaluate(Target(task="grpo"), {"M": "abc"}, ("t_roof",))

@@ -66,6 +66,8 @@ def _range(text: str, where: str) -> list[Value]:
         for i in range(count):
             value = start + i * delta
             out.append(int(value) if float(value).is_integer() else value)
+    if not out:
+        raise UsageError(f"{where}: {text!r} is empty (STOP below START)")
     if len(out) > MAX_POINTS:
         raise UsageError(f"{where}: {text!r} has more than {MAX_POINTS:,} values")
     return out

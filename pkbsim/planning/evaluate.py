@@ -159,6 +159,9 @@ def _split(point: Mapping[str, Any], spec: TaskSpec
         elif "." in key:
             topo[key] = _topology_value(value)
         elif key in settable:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise UsageError(f"--vary {key}: {value!r} is not a number (task parameter of "
+                                 f"{spec.key})")
             task[key] = value
         else:
             raise UsageError(f"--vary {key}: not a task parameter of {spec.key} (parameters: "
