@@ -74,10 +74,17 @@ def write_output(text: str | bytes, out: Path | None, option: str = "--out") -> 
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a written file is the user's
         os.replace(tmp, out)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise UsageError(f"{option} {out}: cannot write ({exc.strerror})") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def check_writable(out: Path, option: str) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,3 +179,28 @@ def test_cli_bad_input_is_one_line(args: list[str], needle: str) -> None:
     assert run.returncode == 2
     assert run.stderr.count("\n") == 1 and needle in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_plan_plots_are_images_and_readable(cli: Any, tmp_path: Path) -> None:
+    import os
+    import stat
+
+    for command, extra in (("crossover", ["--mode", "algorithms"]),
+                           ("threshold", ["--fraction", "0.5"])):
+        plot = tmp_path / f"{command}.png"
+        got = cli("plan", command, "--collective", "all_gather", "--world-size", "4",
+                  "--sizes", "1KiB:16MiB", *extra, "--plot", str(plot))
+        assert got.code == 0, got.err
+        assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        mode = stat.S_IMODE(os.stat(plot).st_mode)
+        assert mode & stat.S_IRUSR and mode == 0o666 & ~_umask()
+    bad = cli("plan", "threshold", "--collective", "all_gather", "--plot", str(tmp_path / "x.gif"))
+    assert bad.code == 2 and "--plot" in bad.err and len(bad.err.strip().splitlines()) == 1
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

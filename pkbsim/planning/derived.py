@@ -186,12 +186,16 @@ def _check_range(lo_bytes: int, hi_bytes: int) -> None:
         raise UsageError(f"--sizes {lo_bytes}:{hi_bytes}: expected 1 <= low < high bytes")
 
 
+Curves = dict[str, list[tuple[int, float]]]  # label -> (bytes per rank, value) on the grid
+
+
 def threshold(topo: Topology, kind: str, world_size: int, fraction: float,
               mechanisms: Sequence[str] | None = None, algorithm: str | None = None,
-              lo_bytes: int = DEFAULT_LO_BYTES, hi_bytes: int = DEFAULT_HI_BYTES
-              ) -> list[ThresholdResult]:
+              lo_bytes: int = DEFAULT_LO_BYTES, hi_bytes: int = DEFAULT_HI_BYTES,
+              curves_out: Curves | None = None) -> list[ThresholdResult]:
     """Per mechanism that can carry the call: the smallest size whose busbw reaches
-    ``fraction`` x line rate (best algorithm per size unless ``algorithm`` is forced)."""
+    ``fraction`` x line rate (best algorithm per size unless ``algorithm`` is forced).
+    ``curves_out`` receives each mechanism's busbw (B/s) on the doubling grid, for a plot."""
     if not 0 < fraction <= 1:
         raise UsageError(f"--fraction {fraction}: expected a number in (0, 1]")
     _check_range(lo_bytes, hi_bytes)
@@ -207,6 +211,8 @@ def threshold(topo: Topology, kind: str, world_size: int, fraction: float,
                              + (f" with {algorithm}" if algorithm else "") + f" on {topo.name}")
         curve = CallCurve(topo, kind, world_size, mine)
         out.append(_threshold_of(curve, mech, fraction, line, target, lo_bytes, hi_bytes))
+        if curves_out is not None:
+            curves_out[mech] = [(m, curve.busbw_Bps(m)) for m in _doubling(lo_bytes, hi_bytes)]
     return out
 
 
@@ -247,11 +253,11 @@ def contenders(topo: Topology, kind: str, world_size: int, mode: str
 
 def crossovers(topo: Topology, kind: str, world_size: int,
                contenders_or_mode: Sequence[Contender] | str,
-               lo_bytes: int = DEFAULT_LO_BYTES, hi_bytes: int = DEFAULT_HI_BYTES
-               ) -> list[Crossover]:
+               lo_bytes: int = DEFAULT_LO_BYTES, hi_bytes: int = DEFAULT_HI_BYTES,
+               curves_out: Curves | None = None) -> list[Crossover]:
     """Sizes in [lo, hi] where the fastest contender changes, ascending. Winners are compared
     on a doubling grid; a change inside one octave is bisected (two changes within one octave
-    may hide each other)."""
+    may hide each other). ``curves_out`` receives each contender's time (s) on the grid."""
     _check_range(lo_bytes, hi_bytes)
     chosen = (contenders(topo, kind, world_size, contenders_or_mode)[0]
               if isinstance(contenders_or_mode, str) else list(contenders_or_mode))
@@ -279,4 +285,7 @@ def crossovers(topo: Topology, kind: str, world_size: int,
             out.append(Crossover(hi, lo, chosen[w].label, chosen[winner(hi)].label,
                                  a(lo)[1], b(hi)[1], a(hi)[0] / US, b(hi)[0] / US))
             start = hi
+    if curves_out is not None:
+        for c, curve in zip(chosen, curves, strict=True):
+            curves_out[c.label] = [(m, curve(m)[0]) for m in grid]
     return out

@@ -40,6 +40,8 @@ Out = Annotated[Path | None, typer.Option(help="Write here instead of stdout.")]
 Sizes = Annotated[str, typer.Option(help="LOW:HIGH bytes per rank searched (units B, KiB, MiB, "
                                          "GiB, KB, MB, GB).")]
 Collective = Annotated[str, typer.Option(help="Collective kind, e.g. all_reduce.")]
+Plot = Annotated[Path | None, typer.Option(
+    help="Also draw the curves the answer was read from here (.png, .svg or .pdf).")]
 
 
 def _value(text: str) -> Any:
@@ -77,12 +79,18 @@ def _collective_setup(topology: str, sets: list[str] | None, world_size: int | N
     return topo, world_size if world_size is not None else min(8, topo.total_gpus)
 
 
-def _check_out(out: Path | None) -> None:
-    """Fail before any work when ``--out`` cannot be written."""
+def _check_out(out: Path | None, plot: Path | None = None) -> str:
+    """Fail before any work when ``--out`` or ``--plot`` cannot be written; the plot format."""
     from pkbsim.cli import check_writable
+    from pkbsim.report.plot import image_format
 
     if out is not None:
         check_writable(out, "--out")
+    if plot is None:
+        return ""
+    fmt = image_format(str(plot))
+    check_writable(plot, "--plot")
+    return fmt
 
 
 def _emit(command: str, inputs: dict[str, Any], results: Any, table: str, fmt: PlanFormat,
@@ -125,14 +133,16 @@ def threshold_cmd(
     algorithm: Annotated[str | None, typer.Option(
         help="Force this algorithm (default: the fastest at each size).")] = None,
     sizes: Sizes = "256B:4GiB", set_: Sets = None, fmt: Fmt = PlanFormat.table, out: Out = None,
+    plot: Plot = None,
 ) -> None:
     """The smallest message per mechanism whose busbw reaches FRACTION x line rate."""
-    from pkbsim.planning.derived import threshold
+    from pkbsim.planning.derived import Curves, threshold
 
-    _check_out(out)
+    plot_fmt = _check_out(out, plot)
     topo, w = _collective_setup(topology, set_, world_size)
     lo, hi = _sizes(sizes)
-    res = threshold(topo, collective, w, fraction, mechanism, algorithm, lo, hi)
+    curves: Curves = {}
+    res = threshold(topo, collective, w, fraction, mechanism, algorithm, lo, hi, curves)
     line = res[0].line_rate_busbw_GBps if res else 0.0
     head = (f"{collective} on {topo.name}, {w} ranks: smallest message (bytes per rank) with "
             f"busbw >= {fraction:g} x line rate {line:.4g} GB/s = {fraction * line:.4g} GB/s\n"
@@ -151,6 +161,12 @@ def threshold_cmd(
     inputs = {"collective": collective, "topology": topo.name, "world_size": w,
               "fraction": fraction, "algorithm": algorithm, "lo_bytes": lo, "hi_bytes": hi}
     _emit("threshold", inputs, [asdict(r) for r in res], text, fmt, out)
+    if plot is not None:
+        from pkbsim.cli import write_output
+        from pkbsim.report.plan_plot import threshold_plot
+
+        title = f"{collective} on {topo.name}, {w} ranks: busbw per mechanism (bare call)"
+        write_output(threshold_plot(title, curves, res, plot_fmt), plot, "--plot")
 
 
 def _contender(text: str) -> Any:
@@ -184,11 +200,12 @@ def crossover_cmd(
         help="ALGORITHM, MECHANISM or ALGORITHM/MECHANISM (repeatable; replaces --mode).")
     ] = None,
     sizes: Sizes = "256B:4GiB", set_: Sets = None, fmt: Fmt = PlanFormat.table, out: Out = None,
+    plot: Plot = None,
 ) -> None:
     """Sizes where the fastest of several mechanisms or algorithms changes."""
-    from pkbsim.planning.derived import contenders, crossovers
+    from pkbsim.planning.derived import Curves, contenders, crossovers
 
-    _check_out(out)
+    plot_fmt = _check_out(out, plot)
     topo, w = _collective_setup(topology, set_, world_size)
     lo, hi = _sizes(sizes)
     skipped: list[str] = []
@@ -196,7 +213,8 @@ def crossover_cmd(
         chosen = [_contender(c) for c in contender]
     else:
         chosen, skipped = contenders(topo, collective, w, mode.value)
-    res = crossovers(topo, collective, w, chosen, lo, hi)
+    curves: Curves = {}
+    res = crossovers(topo, collective, w, chosen, lo, hi, curves)
     names = ", ".join(c.label for c in chosen)
     head = (f"{collective} on {topo.name}, {w} ranks: fastest of {names} (one bare call "
             f"simulated; sizes in bytes per rank, {_b(lo)} to {_b(hi)}, located to 1%)")
@@ -211,6 +229,12 @@ def crossover_cmd(
               "contenders": [asdict(c) for c in chosen], "skipped": skipped,
               "lo_bytes": lo, "hi_bytes": hi}
     _emit("crossover", inputs, [asdict(c) for c in res], text, fmt, out)
+    if plot is not None:
+        from pkbsim.cli import write_output
+        from pkbsim.report.plan_plot import crossover_plot
+
+        title = f"{collective} on {topo.name}, {w} ranks: one call per contender (bare call)"
+        write_output(crossover_plot(title, curves, res, plot_fmt), plot, "--plot")
 
 
 Task = Annotated[str, typer.Option("--task", "-t", help="Task id, name, alias or YAML path.")]
