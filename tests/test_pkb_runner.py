@@ -30,6 +30,7 @@ from pkbsim.compare.pkb_runner import (
     run_variant,
 )
 from pkbsim.errors import UsageError
+from pkbsim.validation import runner
 
 torch = pytest.importorskip("torch")
 
@@ -143,7 +144,7 @@ def test_crash_names_the_rank_that_failed_first(tmp_path: Path) -> None:
 
 def test_hang_is_killed_with_its_whole_tree(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pkb_runner, "KILL_GRACE_S", 1.0)
+    monkeypatch.setattr(runner, "KILL_GRACE_S", 1.0)  # the grace of run_in_group
     problem = find_problem(TINY, STEM)
     options = RunOptions(device="cpu", world_size=2, timeout_s=12.0)
     start = time.monotonic()

@@ -28,8 +28,6 @@ import json
 import math
 import os
 import re
-import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -40,12 +38,11 @@ from typing import Any
 from pkbsim.datafiles import nearest
 from pkbsim.errors import PkbsimError, UsageError
 from pkbsim.validation.runner import (
-    KILL_GRACE_S,
     NO_MULTICAST,
     error_tail,
     exit_text,
     read_tail,
-    stop_group,
+    run_in_group,
     validate_dir,
 )
 
@@ -283,21 +280,7 @@ def run_variant(problem: Problem, solution: Path | None, backend: str, out: Path
         on_start(backend, console)
     env = {**os.environ, **NO_MULTICAST, "PYTHONUNBUFFERED": "1"}
     start = time.monotonic()
-    code: int | None = None
-    with open(console, "w") as handle:
-        handle.write(f"$ {shlex.join(cmd)}\n")
-        handle.flush()
-        proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        try:
-            code = proc.wait(timeout=options.timeout_s)
-        except subprocess.TimeoutExpired:
-            stop_group(proc, KILL_GRACE_S)
-        except KeyboardInterrupt:
-            stop_group(proc, KILL_GRACE_S)
-            raise
-        else:
-            stop_group(proc, 2.0)  # leftovers of a finished run must not hold a GPU
+    code = run_in_group(cmd, console, env, options.timeout_s)
     elapsed_s = round(time.monotonic() - start, 3)
     statuses = read_statuses(run_dir)
     world_size = _world_size(statuses, options)

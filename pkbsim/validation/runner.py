@@ -278,28 +278,19 @@ def run_case(case: Case, script: Path, cmd: list[str], env: dict[str, str], out_
     raw.unlink(missing_ok=True)
     status, error, interrupted = "ok", None, False
     start = time.monotonic()
-    with open(log, "w") as handle:
-        handle.write(f"$ {shlex.join(cmd)}\n")
-        handle.flush()
-        proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        try:
-            code = proc.wait(timeout=limit_s)
-        except subprocess.TimeoutExpired:
-            stop_group(proc, KILL_GRACE_S)
+    try:
+        code = run_in_group(cmd, log, env, limit_s)
+    except KeyboardInterrupt:
+        status, error, interrupted = "failed", "interrupted", True
+    else:
+        if code is None:
             status, error = "timeout", f"timed out after {limit_s:g} s; process group killed"
             tail = error_tail(read_tail(log))
             error += f"; last output: {tail}" if tail else ""
-        except KeyboardInterrupt:
-            stop_group(proc, KILL_GRACE_S)
-            status, error, interrupted = "failed", "interrupted", True
-        else:
-            if _group_alive(proc.pid):  # leftovers of a finished case must not hold a GPU
-                stop_group(proc, 2.0)
-            if code != 0:
-                status = "failed"
-                tail = error_tail(read_tail(log))
-                error = f"{exit_text(code)}: {tail}" if tail else exit_text(code)
+        elif code != 0:
+            status = "failed"
+            tail = error_tail(read_tail(log))
+            error = f"{exit_text(code)}: {tail}" if tail else exit_text(code)
     elapsed_s = time.monotonic() - start
     measurements, data, bad = read_raw(raw, f"raw/{raw.name}")
     if bad is not None:
@@ -310,6 +301,30 @@ def run_case(case: Case, script: Path, cmd: list[str], env: dict[str, str], out_
     if interrupted:
         raise _Interrupted(result)
     return result
+
+
+def run_in_group(cmd: list[str], log: Path, env: dict[str, str], timeout_s: float
+                 ) -> int | None:
+    """Run ``cmd`` in a session of its own, its output in ``log`` after a ``$ cmd`` line. The
+    exit code, or None when it ran past ``timeout_s`` (its process groups killed). On Ctrl-C
+    the groups are stopped and KeyboardInterrupt re-raised; leftovers of a finished run are
+    stopped too (they must not hold a GPU)."""
+    with open(log, "w") as handle:
+        handle.write(f"$ {shlex.join(cmd)}\n")
+        handle.flush()
+        proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            stop_group(proc, KILL_GRACE_S)
+            return None
+        except KeyboardInterrupt:
+            stop_group(proc, KILL_GRACE_S)
+            raise
+    if _group_alive(proc.pid):
+        stop_group(proc, 2.0)
+    return code
 
 
 def exit_text(code: int) -> str:
