@@ -17,6 +17,11 @@ from pkbsim.planning.axes import parse_values
 from pkbsim.planning.sweep import SweepResult
 
 
+def speedup_columns(columns: list[str]) -> list[str]:
+    """``X_speedup`` for each time column ``X_us``, in order."""
+    return [c.removesuffix("_us") + "_speedup" for c in columns if c.endswith("_us")]
+
+
 def parse_baseline(item: str, axis_values: dict[str, tuple[Any, ...]]) -> tuple[str, Any]:
     name, sep, text = item.partition("=")
     name = name.strip()
@@ -48,8 +53,7 @@ def with_speedups(result: SweepResult, axis: str, value: Any) -> SweepResult:
             if isinstance(mine, (int, float)) and isinstance(theirs, (int, float)) and mine > 0:
                 extra[col.removesuffix("_us") + "_speedup"] = theirs / mine
         rows.append({**row, **extra})
-    columns = result.columns + [c.removesuffix("_us") + "_speedup" for c in times]
-    return replace(result, rows=rows, columns=columns)
+    return replace(result, rows=rows, columns=result.columns + speedup_columns(times))
 
 
 def speedup_summary(result: SweepResult, axis: str, value: Any) -> list[str]:

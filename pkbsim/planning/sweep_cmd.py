@@ -106,10 +106,15 @@ def sweep(
     plot_fmt = _image_format(plot) if plot is not None else ""
     cols = columns(spec.metrics, target)
     if baseline is not None:
-        from pkbsim.planning.baseline import parse_baseline, speedup_summary, with_speedups
+        from pkbsim.planning.baseline import (
+            parse_baseline,
+            speedup_columns,
+            speedup_summary,
+            with_speedups,
+        )
 
         base = parse_baseline(baseline, {a.name: a.values for a in spec.axes})
-        cols += [c.removesuffix("_us") + "_speedup" for c in cols if c.endswith("_us")]
+        cols += speedup_columns(cols)
     if plot is not None:
         x = x or sweep_plot.default_x(spec)
         y = y or sweep_plot.default_y(cols)

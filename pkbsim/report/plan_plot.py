@@ -15,6 +15,7 @@ from pkbsim.units import GB, US, format_bytes
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
     from pkbsim.planning.derived import Crossover, Curves, ThresholdResult
 
@@ -28,13 +29,13 @@ def _size_axis(ax: Axes, sizes: Sequence[int]) -> None:
     ax.grid(True, which="major", color="#eeeeee", lw=0.6)
 
 
-def _save(fig: object, fmt: str) -> bytes:
+def _save(fig: Figure, fmt: str) -> bytes:
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
-    fig.tight_layout()  # type: ignore[attr-defined]
-    fig.savefig(buffer, format=fmt, dpi=130, metadata=_METADATA[fmt])  # type: ignore[attr-defined]
-    plt.close(fig)  # type: ignore[arg-type]
+    fig.tight_layout()
+    fig.savefig(buffer, format=fmt, dpi=130, metadata=_METADATA[fmt])
+    plt.close(fig)
     return buffer.getvalue()
 
 
