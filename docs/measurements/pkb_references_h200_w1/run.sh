@@ -42,3 +42,5 @@ done
 find $OUT -name "*.pt" -delete
 # The comparisons with the other runs:
 #   ... --also "fresh processes=$OUT/fresh/logs" --also "first sweep=$OUT/first/logs"
+# The committed console logs have the source lines of tracebacks through PKB's files removed
+# (only PKB's facts and numbers are committed, not its code).
