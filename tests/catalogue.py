@@ -1,9 +1,10 @@
-"""What ../shared/reference/pkb-tasks.md says of each PKB problem, for the shipped-task tests.
+"""What PKB's reference/*.py and utils/input_output_tensors.py @3cc0f9b say of each problem.
 
 GOLDEN: the comm ops' (kind, bytes_per_rank) at preset pkb, W = 8, in the reference's order, one
-entry per op (a repeated op once), taken from the catalogue's summary tables and per-problem text,
-not from the task files. Where the PKB reference disagrees with the catalogue, the comment says
-so and the reference's number is used (docs/tasks.md, "Catalogue corrections").
+entry per op (a repeated op once), taken from a first reading of those files (summary tables and
+per-problem text), not from the task files. Where a closer reading of the reference disagrees
+with the first, the comment says so and the reference's number is used (docs/task-notes.md,
+"Corrections, by problem range").
 
 INFEASIBLE: world sizes among 2, 3, 4, 6, 8, 16 that the reference or its input generator
 cannot run at.

@@ -1,4 +1,4 @@
-"""The shipped task files against ../shared/reference/pkb-tasks.md, and their bounds by hand."""
+"""The shipped task files against PKB's reference files @3cc0f9b, and their bounds by hand."""
 
 from __future__ import annotations
 

@@ -31,7 +31,8 @@ def test_unknown_task_suggests_nearest() -> None:
 
 
 def test_grpo_matches_the_catalogue() -> None:
-    """pkb-tasks.md problem 83: A2A 1,024 B and AG fp32 8 B per rank, 1 chunk at W = 8."""
+    """PKB reference/83_vocab_parallel_log_prob_topk_chunked.py @3cc0f9b: A2A 1,024 B and AG
+    fp32 8 B per rank, 1 chunk at W = 8."""
     spec = load_task("grpo")
     inst = instantiate(spec, 8)
     a2a, compute, ag = inst.ops
