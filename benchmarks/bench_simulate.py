@@ -236,7 +236,7 @@ def scaling(runs: int, quick: bool) -> None:
 
 
 def tasks(runs: int) -> None:
-    from pkbsim.simulation import run_simulation
+    from pkbsim.sim.run import run_simulation
     from pkbsim.task.loader import list_tasks
 
     print("\n== 4. tasks: run_simulation in-process, dgx-h100, preset pkb ==")

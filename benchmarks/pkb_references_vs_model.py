@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pkbsim.compare.measured import load_measured
 from pkbsim.errors import PkbsimError
+from pkbsim.pkb.logs import load_measured
 from pkbsim.sim import SimResult, Strategy, simulate
 from pkbsim.task.loader import instantiate, load_task
 from pkbsim.topology import load_topology

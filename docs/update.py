@@ -69,7 +69,7 @@ def stale() -> list[str]:
 
 def overview_figure() -> bytes:
     from pkbsim.overview import load_specs, overview
-    from pkbsim.report.plot import overview_plot
+    from pkbsim.report.overview_plot import overview_plot
     from pkbsim.topology import load_topology
 
     topo = load_topology("dgx-h100")
@@ -106,7 +106,7 @@ def main() -> None:
 
 def gantt(strategy: str) -> bytes:
     from pkbsim.report.gantt import gantt_chart
-    from pkbsim.simulation import run_simulation
+    from pkbsim.sim.run import run_simulation
 
     return gantt_chart(run_simulation("grpo", strategy, trace=True), "png")
 

@@ -7,13 +7,14 @@ them as ``pkbsim/_data/``.
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
 
 
 def data_dir(kind: str) -> Path:
-    """``kind`` is ``'topologies'`` or ``'tasks'``."""
+    """``kind`` is ``'topologies'``, ``'tasks'`` or ``'validate'`` (the GPU scripts)."""
     installed = _PACKAGE / "_data" / kind
     if installed.is_dir():
         return installed
@@ -36,3 +37,9 @@ def display_path(path: str) -> str:
         if p.parent == root:
             return f"{kind}/{p.name}"
     return path
+
+
+def validate_dir() -> Path:
+    """The GPU scripts: $PKBSIM_VALIDATE_DIR, else validate/ of the checkout or the wheel."""
+    override = os.environ.get("PKBSIM_VALIDATE_DIR")
+    return Path(override) if override else data_dir("validate")

@@ -10,17 +10,24 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from pkbsim.collectives import ALGORITHMS, algbw_busbw, algorithms_for
-from pkbsim.collectives.base import SWITCH, Algorithm, Context
 from pkbsim.errors import InfeasibleError
-from pkbsim.task.schema import REDUCING_KINDS, CommOp, ComputeOp, TaskInstance
+from pkbsim.placement import (
+    Loads,
+    fabric_for,
+    fits,
+    group_context,
+    group_members,
+    line_time_by_kind,
+    link_efficiency,
+    link_loads,
+)
+from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
 from pkbsim.topology.fabric import NIC, Fabric
-from pkbsim.topology.schema import Mechanism, Topology
+from pkbsim.topology.schema import Topology
 from pkbsim.units import US, format_bytes
-
-Loads = dict[str, float]  # link id -> bytes
 
 
 @dataclass(frozen=True)
@@ -90,134 +97,13 @@ class Roofline:
         return max(self.t_comm_s, self.t_mem_s, self.t_comp_s, self.t_latency_floor_s)
 
 
-# ------------------------------------------------------------------ placement
-
-def group_members(op: CommOp, world_size: int) -> list[list[int]]:
-    """Global ranks of each concurrent group the op runs in."""
-    g = op.group_size
-    count = world_size // g
-    if op.group_layout == "strided":
-        return [[k + j * count for j in range(g)] for k in range(count)]
-    return [list(range(k * g, (k + 1) * g)) for k in range(count)]
-
-
-def _context(op: CommOp, members: list[int], topo: Topology) -> Context:
-    per_node: dict[int, int] = defaultdict(int)
-    for r in members:
-        per_node[topo.node_of(r)] += 1
-    sizes = set(per_node.values())
-    uniform = len(sizes) == 1
-    return Context(n=len(members), root=op.root, pattern=op.pattern, nodes=len(per_node),
-                   per_node=sizes.pop() if uniform else 0)
-
-
-def _roots(op: CommOp) -> list[tuple[int, float]]:
-    """(root, share of the repeats): a rotating root spreads the repeats over the group."""
-    n = op.group_size
-    if not op.rotate_root or op.repeat <= 1 or n == 1:
-        return [(op.root, 1.0)]
-    full, extra = divmod(op.repeat, n)  # roots root .. root + extra - 1 get one repeat more
-    counts = [full + ((r - op.root) % n < extra) for r in range(n)]
-    return [(r, c / op.repeat) for r, c in enumerate(counts) if c]
-
-
-def _loads(alg: Algorithm, op: CommOp, world_size: int, fabric: Fabric) -> Loads:
-    """Bytes per link for all repeats; traffic is linear in the buffer size, so the per-byte
-    loads of one (algorithm, placement) are computed once per fabric and scaled."""
-    roots = tuple(_roots(op))
-    key = (alg.name, op.kind, op.group_size, op.group_layout, world_size,
-           op.pattern, roots)
-    unit = fabric.unit_loads.get(key)
-    if unit is None:
-        unit = fabric.unit_loads[key] = _unit_loads(alg, op, world_size, fabric, roots)
-    scale = op.bytes_per_rank * op.repeat * op.imbalance
-    return {link: nbytes * scale for link, nbytes in unit.items()}
-
-
-def _unit_loads(alg: Algorithm, op: CommOp, world_size: int, fabric: Fabric,
-                roots: tuple[tuple[int, float], ...]) -> Loads:
-    loads: Loads = defaultdict(float)
-    for members in group_members(op, world_size):
-        for root, share in roots:
-            ctx = replace(_context(op, members, fabric.topo), root=root)
-            for flow in alg.flows(op.kind, 1.0, ctx):
-                src = SWITCH if flow.src == SWITCH else members[flow.src]
-                dst = SWITCH if flow.dst == SWITCH else members[flow.dst]
-                for link in fabric.route(src, dst):
-                    loads[link] += flow.nbytes * share
-    return dict(loads)
-
-
-_FABRICS: dict[int, tuple[Topology, Fabric]] = {}
-
-
-def fabric_for(topo: Topology) -> Fabric:
-    """One fabric (and its caches) per topology object."""
-    entry = _FABRICS.get(id(topo))
-    if entry is None or entry[0] is not topo:
-        if len(_FABRICS) >= 64:
-            _FABRICS.clear()
-        entry = (topo, Fabric(topo))
-        _FABRICS[id(topo)] = entry
-    return entry[1]
-
-
-# ------------------------------------------------------------------ mechanisms
-
-def _fits(alg: Algorithm, mech: Mechanism, kind: str) -> bool:
-    traits = mech.traits
-    if alg.needs_switch_reduction:
-        return traits.switch_reduction
-    if alg.needs_multicast:
-        return traits.multicast and (not traits.host_initiated or mech.name == "copy_engine")
-    if mech.name == "nvls_multimem":
-        return False  # multimem instructions address multicast objects only
-    return not (kind in REDUCING_KINDS and not traits.reduces)
-
-
-def link_efficiency(topo: Topology, mech: Mechanism, link_kind: str) -> float:
-    """A mechanism's achievable fraction of line rate on one kind of link."""
-    if link_kind != NIC:
-        return mech.efficiency
-    assert topo.scale_out is not None
-    simple = topo.mechanisms.get("nccl_simple")
-    protocol = min(1.0, mech.efficiency / simple.efficiency) if (
-        simple and mech.name.startswith("nccl_")) else 1.0
-    return topo.scale_out.efficiency * protocol
-
-
-def call_bandwidth_s(alg: Algorithm, mech: Mechanism, op: CommOp, world_size: int,
-                     fabric: Fabric) -> float:
-    """Busiest link's time for one call of ``op`` (no repeats) on ``mech``."""
-    loads = _loads(alg, replace(op, repeat=1), world_size, fabric)
-    by_kind = _line_time_by_kind(loads, fabric)
-    return max((t / link_efficiency(fabric.topo, mech, kind) for kind, t in by_kind.items()),
-               default=0.0)
-
-
-def fits(alg: Algorithm, mech: Mechanism, kind: str) -> bool:
-    """Can ``mech`` carry ``alg`` for this kind (reductions, multicast, multimem)?"""
-    return _fits(alg, mech, kind)
-
-
-def _line_time_by_kind(loads: Loads, fabric: Fabric) -> dict[str, float]:
-    """The busiest link of each kind at line rate; a mechanism's efficiency is per kind."""
-    worst: dict[str, float] = {}
-    for link_id, nbytes in loads.items():
-        link = fabric.link(link_id)
-        t = nbytes / link.line_Bps
-        if t > worst.get(link.kind, -1.0):
-            worst[link.kind] = t
-    return worst
-
-
 # ------------------------------------------------------------------ per op
 
 def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric) -> CommBound:
     """Every applicable (algorithm, mechanism) for ``op``; the best one is its bound."""
     topo = fabric.topo
     members = group_members(op, inst.world_size)[0]
-    ctx = _context(op, members, topo)
+    ctx = group_context(op, members, topo)
     in_one_node = ctx.nodes == 1
     candidates: list[Candidate] = []
     loads_by_alg: dict[str, Loads] = {}
@@ -229,15 +115,15 @@ def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric) -> CommBound:
             continue
         if alg.needs_multicast and not (topo.scale_up.multicast and in_one_node):
             continue
-        loads = _loads(alg, op, inst.world_size, fabric)
+        loads = link_loads(alg, op, inst.world_size, fabric)
         loads_by_alg[alg.name] = loads
         ports[alg.name] = _port_bytes(loads, fabric)
-        by_kind = _line_time_by_kind(loads, fabric)
+        by_kind = line_time_by_kind(loads, fabric)
         line[alg.name] = max(by_kind.values(), default=0.0)
         steps = alg.steps(op.kind, ctx)
         steps_by_alg[alg.name] = steps
         for mech in topo.mechanisms.values():
-            if not _fits(alg, mech, op.kind):
+            if not fits(alg, mech, op.kind):
                 continue
             t_bw = max((t / link_efficiency(topo, mech, kind) for kind, t in by_kind.items()),
                        default=0.0)

@@ -11,19 +11,18 @@ from typing import Any
 
 import pytest
 
-from pkbsim.compare.compare_cmd import compare_command
-from pkbsim.compare.gap import TERMS
-from pkbsim.compare.inspect import inspect_file
-from pkbsim.compare.measured import from_value, load_measured
-from pkbsim.compare.report import (
+from pkbsim.cli.compare import compare_command
+from pkbsim.compare.comparison import (
     NOT_INSPECTED,
     REFERENCE_GROUP,
-    SCHEMA,
     DirectoryComparison,
     compare_problem,
-    comparison_plot,
 )
+from pkbsim.compare.gap import TERMS
 from pkbsim.errors import PkbsimError
+from pkbsim.inspection.solution import inspect_file
+from pkbsim.pkb.logs import from_value, load_measured
+from pkbsim.report.compare_report import SCHEMA, comparison_plot
 from pkbsim.task.loader import instantiate, load_task
 from pkbsim.topology import load_topology
 
@@ -209,7 +208,7 @@ def test_timeline_marks_measured_times(cli, tmp_path: Path) -> None:
     """--timeline draws the simulated reference with t_roof and the measured times marked:
     the same input gives the same bytes, other marks other bytes; it needs --problem."""
     from pkbsim.report.gantt import gantt_chart
-    from pkbsim.simulation import run_simulation
+    from pkbsim.sim.run import run_simulation
 
     logs = Path(__file__).resolve().parents[1] / "docs/measurements/pkb_run_h200_w1/logs"
     a, b = tmp_path / "a.png", tmp_path / "b.png"

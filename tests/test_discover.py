@@ -556,7 +556,7 @@ def test_cli_runs_the_probe(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_probe_failure_and_timeout(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pkbsim.validation.discover_cmd import run_probe
+    from pkbsim.validation.capture import run_probe
 
     fake_machine(tmp_path, monkeypatch, "echo 'NVIDIA-SMI has failed' >&2\nexit 9\n",
                  pynvml=False)

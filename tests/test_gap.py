@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pkbsim.compare.gap import TERMS, Gap, decompose, reference_inspection
-from pkbsim.compare.vocab import FLAGS, MECHANISMS
 from pkbsim.errors import PkbsimError
+from pkbsim.inspection.vocab import FLAGS, MECHANISMS
 from pkbsim.task.loader import instantiate, load_task
 from pkbsim.task.schema import TaskInstance
 from pkbsim.topology.loader import load_topology

@@ -12,7 +12,7 @@ import pytest
 from jsoncheck import check_golden
 
 from pkbsim.analysis import analyze
-from pkbsim.report.json_report import to_dict
+from pkbsim.report.analysis_json import to_dict
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = [

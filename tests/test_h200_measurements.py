@@ -20,6 +20,7 @@ import pytest
 from pkbsim.report import validation_report as vr
 from pkbsim.topology import load_topology
 from pkbsim.validation.calibrate import calibrate
+from pkbsim.validation.error_report import build_report
 from pkbsim.validation.results import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,8 +56,8 @@ def test_calibrated_topology_regenerates() -> None:
 def test_error_report_regenerates() -> None:
     results = load("docs/measurements/h200/results.json")
     sha = hashlib.sha256((RUN / "results.json").read_bytes()).hexdigest()
-    report = vr.build_report(results, load_topology("dgx-h200"),
-                             load_topology("docs/measurements/h200-1gpu.yaml"), sha)
+    report = build_report(results, load_topology("dgx-h200"),
+                          load_topology("docs/measurements/h200-1gpu.yaml"), sha)
     assert vr.render_json(report) == (RUN / "report.json").read_text()
     assert vr.render_markdown(report) == (RUN / "report.md").read_text()
 
@@ -64,8 +65,8 @@ def test_error_report_regenerates() -> None:
 def test_readme_quotes_the_report() -> None:
     results = load("docs/measurements/h200/results.json")
     sha = hashlib.sha256((RUN / "results.json").read_bytes()).hexdigest()
-    report = vr.build_report(results, load_topology("dgx-h200"),
-                             load_topology("docs/measurements/h200-1gpu.yaml"), sha)
+    report = build_report(results, load_topology("dgx-h200"),
+                          load_topology("docs/measurements/h200-1gpu.yaml"), sha)
     table = [line.rstrip() for line in vr.render_table(report).splitlines()]
     readme = (ROOT / "README.md").read_text().splitlines()
     quoted = [line.rstrip() for line in readme
@@ -83,7 +84,7 @@ def test_discovered_topology_of_the_run_loads() -> None:
 
 def test_pkb_run_logs_match_docs_compare() -> None:
     """docs/compare.md quotes these wall times (us) of the first `pkbsim run` on the H200."""
-    from pkbsim.compare.measured import load_measured
+    from pkbsim.pkb.logs import load_measured
 
     got = load_measured("docs/measurements/pkb_run_h200_w1/logs")
     times = {(m.problem, m.variant): round(m.time_us, 1) for m in got.items}

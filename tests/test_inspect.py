@@ -1,4 +1,4 @@
-"""Static inspection of PKB-format solutions (pkbsim.compare.inspect, inspect_cmd)."""
+"""Static inspection of PKB-format solutions (pkbsim.inspection.solution, inspect_cmd)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pkbsim.compare.inspect import InspectError, Inspection, inspect_path, inspect_source
-from pkbsim.compare.inspect_cmd import SCHEMA, inspect_command
-from pkbsim.compare.vocab import FLAGS, MECHANISMS
+from pkbsim.cli.inspect import inspect_command
 from pkbsim.errors import PkbsimError, UsageError
+from pkbsim.inspection.solution import InspectError, Inspection, inspect_path, inspect_source
+from pkbsim.inspection.vocab import FLAGS, MECHANISMS
+from pkbsim.report.inspect_report import SCHEMA
 
 SOLUTIONS = Path(__file__).parent / "data" / "solutions"
 

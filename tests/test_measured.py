@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pkbsim.compare.measured import (
+from pkbsim.pkb.logs import (
     MeasurementError,
     from_value,
     load_measured,

@@ -143,7 +143,7 @@ def test_cli_plot(cli, tmp_path: Path, suffix: str, magic: bytes) -> None:
 
 
 def test_plot_is_deterministic(pkb) -> None:
-    from pkbsim.report.plot import overview_plot
+    from pkbsim.report.overview_plot import overview_plot
 
     assert overview_plot([pkb], "svg") == overview_plot([pkb], "svg")
 

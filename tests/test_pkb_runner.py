@@ -15,8 +15,11 @@ from typing import Any
 
 import pytest
 
-from pkbsim.compare import pkb_runner, run_cmd
-from pkbsim.compare.pkb_runner import (
+from pkbsim import processes
+from pkbsim.cli import run as run_cmd
+from pkbsim.errors import UsageError
+from pkbsim.pkb import runner as pkb_runner
+from pkbsim.pkb.runner import (
     PkbError,
     RankTime,
     RunOptions,
@@ -29,8 +32,6 @@ from pkbsim.compare.pkb_runner import (
     read_perf,
     run_variant,
 )
-from pkbsim.errors import UsageError
-from pkbsim.validation import runner
 
 torch = pytest.importorskip("torch")
 
@@ -144,7 +145,7 @@ def test_crash_names_the_rank_that_failed_first(tmp_path: Path) -> None:
 
 def test_hang_is_killed_with_its_whole_tree(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "KILL_GRACE_S", 1.0)  # the grace of run_in_group
+    monkeypatch.setattr(processes, "KILL_GRACE_S", 1.0)  # the grace of run_in_group
     problem = find_problem(TINY, STEM)
     options = RunOptions(device="cpu", world_size=2, timeout_s=12.0)
     start = time.monotonic()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from jsoncheck import get
 
-from pkbsim.simulation import run_simulation
+from pkbsim.sim.run import run_simulation
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = ["schema", "task.id", "topology.name", "world_size", "preset", "strategy.name",

@@ -17,7 +17,7 @@ import pytest
 
 from pkbsim.collectives import ALGORITHMS
 from pkbsim.collectives.base import BATCH, RECV, SEND, SWITCH, WAITALL, Algorithm, Context
-from pkbsim.roofline import fabric_for, fits, link_efficiency
+from pkbsim.placement import fabric_for, fits, link_efficiency
 from pkbsim.sim import simulate_collective
 from pkbsim.sim.collective import CallSpec
 from pkbsim.sim.engine import Collective, SimOptions, Simulation

@@ -13,7 +13,7 @@ from jsoncheck import check_golden
 
 from pkbsim.report.sim_report import to_dict
 from pkbsim.roofline import roofline
-from pkbsim.simulation import run_simulation
+from pkbsim.sim.run import run_simulation
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = [

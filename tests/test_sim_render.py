@@ -11,7 +11,7 @@ import pytest
 from pkbsim.report.gantt import gantt_chart, shown_ranks, title
 from pkbsim.report.trace import chrome_trace, flow_links, lanes
 from pkbsim.sim.result import FlowRecord, SimResult
-from pkbsim.simulation import run_simulation
+from pkbsim.sim.run import run_simulation
 
 EPS = 1e-6
 CASES = {

@@ -16,8 +16,8 @@ from pkbsim.sim import simulate, simulate_collective
 from pkbsim.sim.collective import CallSpec
 from pkbsim.sim.engine import Collective, Compute, SimOptions, Simulation
 from pkbsim.sim.result import OpTiming, SimResult
+from pkbsim.sim.run import load_strategy, run_simulation
 from pkbsim.sim.strategies import OpOverride, Strategy
-from pkbsim.simulation import load_strategy, run_simulation
 from pkbsim.task.loader import instantiate, list_tasks, load_task
 from pkbsim.task.schema import CommOp
 from pkbsim.topology.loader import load_topology
@@ -249,7 +249,7 @@ def test_the_sweep_exercises_the_main_comm_kinds() -> None:
 def test_kernel_ramp_and_eager_launch_are_charged_to_kernels() -> None:
     """latency.kernel_ramp_us is added to every kernel that moves data (reference: each
     kernel; custom_best: its one fused kernel); a --set of an optional field works."""
-    from pkbsim.simulation import run_simulation
+    from pkbsim.sim.run import run_simulation
 
     def t(strategy: str, **sets: float) -> float:
         return run_simulation("1", strategy, "dgx-h200", None, "pkb",

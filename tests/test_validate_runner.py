@@ -16,16 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from pkbsim import processes
 from pkbsim.errors import UsageError
-from pkbsim.validation import runner
+from pkbsim.processes import NO_MULTICAST, error_tail
 from pkbsim.validation.cases import CASES, Case, select
 from pkbsim.validation.results import load
 from pkbsim.validation.runner import (
-    NO_MULTICAST,
     ValidationError,
     child_command,
     child_env,
-    error_tail,
     read_raw,
     run_suite,
     waiver,
@@ -114,7 +113,7 @@ def scripts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (folder / name).write_text(text)
     monkeypatch.setenv("FAKE_GPUS", "1")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(runner, "KILL_GRACE_S", 1.0)
+    monkeypatch.setattr(processes, "KILL_GRACE_S", 1.0)
     return folder
 
 
@@ -280,7 +279,7 @@ def test_hang_times_out_and_its_process_group_dies(scripts: Path, tmp_path: Path
     (c,) = res.cases
     assert c.status == "timeout" and c.error is not None and "2 s" in c.error
     assert len(c.measurements) == 1
-    assert 2.0 <= c.elapsed_s < 2.0 + runner.KILL_GRACE_S + 2.0 and elapsed < 10
+    assert 2.0 <= c.elapsed_s < 2.0 + processes.KILL_GRACE_S + 2.0 and elapsed < 10
     grandchild = int((tmp_path / "raw" / "x.hang.jsonl.pid").read_text())
     assert wait_gone(grandchild), "the grandchild (ignoring SIGTERM) survived"
 

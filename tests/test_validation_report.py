@@ -12,7 +12,6 @@ from jsoncheck import get
 
 from pkbsim.report.validation_report import (
     SCHEMA,
-    build_report,
     family,
     plot,
     render_json,
@@ -22,6 +21,7 @@ from pkbsim.report.validation_report import (
 )
 from pkbsim.topology import load_topology
 from pkbsim.topology.schema import Topology
+from pkbsim.validation.error_report import build_report
 from pkbsim.validation.predict import explain, predict
 from pkbsim.validation.results import CaseResult, Measurement, Results, dumps, measurement
 

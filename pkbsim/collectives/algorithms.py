@@ -63,6 +63,9 @@ class Ring(Algorithm):
     kinds = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
     summary = "neighbour to neighbour; reduce/broadcast as a pipelined chain from/to the root"
 
+    def pipelined_bytes(self, kind: str, m: float, n: int) -> float | None:
+        return m if kind in ("broadcast", "reduce") else None  # the chain; rings need none
+
     def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
         n = ctx.n
         if n == 1:
@@ -192,6 +195,9 @@ class TwoShot(Algorithm):
     kinds = ("all_reduce",)
     summary = "direct reduce-scatter then direct all-gather"
 
+    def pipelined_bytes(self, kind: str, m: float, n: int) -> float | None:
+        return m / max(n, 1)
+
     def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
         n = ctx.n
         return [Flow(i, j, 2 * m / n) for i, j in _pairs(n)]
@@ -243,6 +249,9 @@ class Nvls(Algorithm):
     kinds = ("all_reduce", "reduce_scatter", "reduce")
     needs_switch_reduction = True
     summary = "NVSwitch in-fabric reduction (multimem.ld_reduce), result by multicast"
+
+    def pipelined_bytes(self, kind: str, m: float, n: int) -> float | None:
+        return m / max(n, 1)
 
     def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
         n = ctx.n
@@ -365,6 +374,9 @@ class Tree(Algorithm):
     kinds = ("all_reduce",)
     summary = "double binary tree: half the buffer reduced up and broadcast down each tree"
 
+    def pipelined_bytes(self, kind: str, m: float, n: int) -> float | None:
+        return m / 2  # half the buffer per tree
+
     def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
         flows: list[Flow] = []
         for which in (0, 1):
@@ -414,6 +426,9 @@ class Hierarchical(Algorithm):
     kinds = ("all_reduce", "reduce_scatter", "all_gather")
     hierarchical = True
     summary = "reduce-scatter/all-gather inside each node, the 1/g slice across nodes"
+
+    def pipelined_bytes(self, kind: str, m: float, n: int) -> float | None:
+        return m / max(n, 1)
 
     def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
         g, k = ctx.per_node, ctx.nodes  # ranks per node, nodes

@@ -8,12 +8,14 @@ route those flows over a topology's links.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 SWITCH = -1  # flow endpoint: the NVSwitch itself (multicast / in-switch reduction)
+MAX_PIPELINE_CHUNKS = 32  # pieces one call's buffer is cut into at most
 
 # A rank's program, as the simulator runs it, is a sequence of primitives (plain tuples, as
 # they are made by the million):
@@ -76,6 +78,19 @@ class Algorithm(ABC):
     def channels(self, kind: str, ctx: Context) -> int:
         """Independent programs each rank runs side by side (e.g. one per tree)."""
         return 1
+
+    def pipelined_bytes(self, kind: str, m: float, n: int) -> float | None:
+        """The bytes each step waits for in full, where its steps depend on each other
+        (chains, trees, NVLS, two-shot, hierarchical) and cutting them into chunks pipelines
+        the call; None where nothing waits (rings, direct sends)."""
+        return None
+
+    def pipeline_chunks(self, kind: str, m: float, n: int, chunk_bytes: float) -> int:
+        """Pieces one call of ``m`` bytes over ``n`` ranks is cut into at ``chunk_bytes``."""
+        size = self.pipelined_bytes(kind, m, n)
+        if size is None:
+            return 1
+        return max(1, min(math.ceil(size / chunk_bytes), MAX_PIPELINE_CHUNKS))
 
     def applies(self, kind: str, ctx: Context) -> bool:
         if kind not in self.kinds:

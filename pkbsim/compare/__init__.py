@@ -1,2 +1,2 @@
-"""The comparator: what a candidate kernel does (inspect), what it measured, and the gap to the
-roofline in named causes."""
+"""The comparator: measured kernels against the roofline and the simulator, and the gap split
+into named causes (``gap``), per problem and per logs folder (``comparison``)."""

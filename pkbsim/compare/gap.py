@@ -6,7 +6,7 @@
           + host_sync + unfused_pytorch + residual
 
 Each named term is a closed form over the topology's numbers, switched on by the inspection's
-evidence (``pkbsim.compare.vocab``: ``mechanisms``, ``nccl_on_hot_path`` and one bool per
+evidence (``pkbsim.inspection.vocab``: ``mechanisms``, ``nccl_on_hot_path`` and one bool per
 flag). The residual is what the named terms leave: never hidden, possibly negative. Without an
 inspection no term has evidence and the whole gap is residual.
 
@@ -103,9 +103,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pkbsim.compare.vocab import FLAGS, MECHANISMS
 from pkbsim.errors import PkbsimError, UsageError
-from pkbsim.roofline import Candidate, CommBound, Roofline, _context, fabric_for, group_members
+from pkbsim.inspection.vocab import FLAGS, MECHANISMS
+from pkbsim.placement import fabric_for, group_context, group_members
+from pkbsim.roofline import Candidate, CommBound, Roofline
 from pkbsim.roofline import roofline as compute_roofline
 from pkbsim.sim import SimResult, Strategy, nccl, simulate
 from pkbsim.sim.strategies import OpOverride
@@ -335,7 +336,7 @@ def _carriers(inst: TaskInstance, topo: Topology, roof: Roofline,
 def _nccl_carrier(inst: TaskInstance, topo: Topology, b: CommBound,
                   base: OpCarrier) -> _Carried:
     o = b.op
-    ctx = _context(o, group_members(o, inst.world_size)[0], topo)
+    ctx = group_context(o, group_members(o, inst.world_size)[0], topo)
     choice = nccl.choose(o, o.bytes_per_rank * o.imbalance, ctx, inst.world_size,
                          fabric_for(topo))
     pairs = {(c.algorithm, c.mechanism) for c in b.candidates}

@@ -8,9 +8,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from pkbsim.compare.inspect_ast import PythonModel, last_name
-from pkbsim.compare.inspect_evidence import EvidenceLog
-from pkbsim.compare.inspect_patterns import (
+from pkbsim.inspection.evidence import EvidenceLog
+from pkbsim.inspection.patterns import (
     C_COMPUTE,
     C_MECHANISMS,
     C_NOT_FUNCTIONS,
@@ -25,6 +24,7 @@ from pkbsim.compare.inspect_patterns import (
     SLICE_NAME,
     WORLD_NAME,
 )
+from pkbsim.inspection.python_model import PythonModel, last_name
 
 
 @dataclass

@@ -6,18 +6,9 @@ from __future__ import annotations
 import ast
 import math
 
-from pkbsim.compare.inspect_ast import (
-    Function,
-    PythonModel,
-    assigned_names,
-    last_name,
-    listed_dist,
-    reads_names,
-    unparse,
-)
-from pkbsim.compare.inspect_cuda import DeviceSource
-from pkbsim.compare.inspect_evidence import EvidenceLog
-from pkbsim.compare.inspect_patterns import (
+from pkbsim.inspection.device_source import DeviceSource
+from pkbsim.inspection.evidence import EvidenceLog
+from pkbsim.inspection.patterns import (
     DIST_DATA,
     DIST_HOST_BARRIER,
     DIST_METADATA,
@@ -42,6 +33,15 @@ from pkbsim.compare.inspect_patterns import (
     TRITON_BARRIER,
     TRITON_COMPUTE,
     WORLD_NAME,
+)
+from pkbsim.inspection.python_model import (
+    Function,
+    PythonModel,
+    assigned_names,
+    last_name,
+    listed_dist,
+    reads_names,
+    unparse,
 )
 
 

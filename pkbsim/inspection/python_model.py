@@ -7,7 +7,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pkbsim.compare.inspect_patterns import DEVICE_SINKS, DIST_PREFIXES, SYMM_OPS
+from pkbsim.inspection.patterns import DEVICE_SINKS, DIST_PREFIXES, SYMM_OPS
 
 
 @dataclass(frozen=True)

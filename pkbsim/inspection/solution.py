@@ -17,19 +17,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pkbsim.compare.inspect_ast import PythonModel
-from pkbsim.compare.inspect_cuda import (
+from pkbsim.errors import PkbsimError
+from pkbsim.inspection.device_source import (
     c_kernel_flags,
     c_kernels,
     c_patterns,
     count_kernels,
     device_sources,
 )
-from pkbsim.compare.inspect_evidence import EvidenceLog
-from pkbsim.compare.inspect_patterns import SM_PEER_PTRS
-from pkbsim.compare.inspect_python import python_calls, python_peers, triton_kernels
-from pkbsim.compare.vocab import FLAGS, MECHANISMS
-from pkbsim.errors import PkbsimError
+from pkbsim.inspection.evidence import EvidenceLog
+from pkbsim.inspection.patterns import SM_PEER_PTRS
+from pkbsim.inspection.python_calls import python_calls, python_peers, triton_kernels
+from pkbsim.inspection.python_model import PythonModel
+from pkbsim.inspection.vocab import FLAGS, MECHANISMS
 
 Evidence = Mapping[str, tuple[tuple[int, str], ...]]
 

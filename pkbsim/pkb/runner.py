@@ -35,16 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pkbsim.datafiles import nearest
+from pkbsim.datafiles import nearest, validate_dir
 from pkbsim.errors import PkbsimError, UsageError
-from pkbsim.validation.runner import (
-    NO_MULTICAST,
-    error_tail,
-    exit_text,
-    read_tail,
-    run_in_group,
-    validate_dir,
-)
+from pkbsim.processes import NO_MULTICAST, error_tail, exit_text, read_tail, run_in_group
 
 SCRIPT = "pkb_run.py"
 STATUSES = ("ok", "wrong", "crash", "hang")

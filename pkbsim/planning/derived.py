@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pkbsim.collectives import ALGORITHMS, algbw_busbw
 from pkbsim.collectives.base import Context, algorithms_for
 from pkbsim.errors import UsageError
+from pkbsim.placement import fits
 from pkbsim.planning.evaluate import collective_spec
-from pkbsim.roofline import fits, roofline
+from pkbsim.roofline import roofline
 from pkbsim.sim import simulate_collective
-from pkbsim.sim.strategies import CUSTOM_CHUNK_BYTES, algorithm_chunks
+from pkbsim.sim.strategies import CUSTOM_CHUNK_BYTES
 from pkbsim.task.loader import instantiate
 from pkbsim.task.schema import COMM_KINDS
 from pkbsim.topology.schema import Topology
@@ -132,8 +133,8 @@ class CallCurve:
         if nbytes not in self.seen:
             best = (math.inf, "")
             for alg, mech in self.pairs:
-                chunks = algorithm_chunks(alg, self.kind, nbytes, self.world_size,
-                                          CUSTOM_CHUNK_BYTES)
+                chunks = ALGORITHMS[alg].pipeline_chunks(self.kind, nbytes, self.world_size,
+                                                         CUSTOM_CHUNK_BYTES)
                 t = simulate_collective(self.topo, self.kind, nbytes, self.world_size, alg,
                                         mech, chunks).time_s
                 if t < best[0]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from pkbsim.errors import PkbsimError, UsageError
+from pkbsim.files import open_stream, write_atomic
 from pkbsim.planning.axes import Axis, Value, expand
 from pkbsim.planning.evaluate import Target, columns, evaluate
 
@@ -164,16 +164,9 @@ class _Sink:
         self.handle: IO[bytes] | None = None
         if path is None:
             return
+        self.handle = open_stream(path, valid_end)
         if valid_end == 0:
-            self.handle = path.open("wb")
             self.write(spec.header())
-            return
-        self.handle = path.open("r+b")
-        self.handle.truncate(valid_end)  # drops a line cut off by a kill
-        self.handle.seek(valid_end - 1)
-        if self.handle.read(1) != b"\n":
-            self.handle.write(b"\n")
-        self.handle.seek(0, os.SEEK_END)
 
     def write(self, record: Mapping[str, Any]) -> None:
         if self.handle is not None:
@@ -285,8 +278,5 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 
 def _rewrite_sorted(path: Path, spec: SweepSpec, rows: Sequence[Row]) -> None:
     """The finished file in point order (atomic: the streamed file stays until replaced)."""
-    tmp = path.with_name(f".{path.name}.sorted.tmp")
-    with tmp.open("wb") as handle:
-        for record in (spec.header(), *rows):
-            handle.write(json.dumps(record).encode() + b"\n")
-    os.replace(tmp, path)
+    write_atomic(path, b"".join(json.dumps(record).encode() + b"\n"
+                                for record in (spec.header(), *rows)))

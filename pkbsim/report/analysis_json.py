@@ -12,47 +12,40 @@ from typing import Any
 from pkbsim import __version__
 from pkbsim.analysis import AnalysisResult
 from pkbsim.datafiles import display_path
+from pkbsim.report.text import json_count, json_us
 from pkbsim.roofline import Candidate, CommBound, ComputeBound
-from pkbsim.units import GB, US
+from pkbsim.units import GB
 
 SCHEMA = "pkbsim.analysis/1"
-
-
-def _us(seconds: float) -> float:
-    return round(seconds / US, 6)
-
-
-def _count(x: float) -> int | float:
-    """Bytes and FLOPs: an integer whenever the value is whole."""
-    return int(x) if float(x).is_integer() else x
 
 
 def _candidate(c: Candidate | None) -> dict[str, Any] | None:
     if c is None:
         return None
     return {"algorithm": c.algorithm, "mechanism": c.mechanism, "sync_steps": c.steps,
-            "t_bandwidth_us": _us(c.t_bw_s), "t_latency_us": _us(c.t_alpha_s),
-            "t_total_us": _us(c.t_total_s)}
+            "t_bandwidth_us": json_us(c.t_bw_s), "t_latency_us": json_us(c.t_alpha_s),
+            "t_total_us": json_us(c.t_total_s)}
 
 
 def _comm(b: CommBound) -> dict[str, Any]:
     op = b.op
     return {
         "id": op.id, "category": "comm", "kind": op.kind, "api": op.api,
-        "bytes_per_rank": _count(op.bytes_per_rank), "dtype": op.dtype, "flops": 0, "hbm_bytes": 0,
+        "bytes_per_rank": json_count(op.bytes_per_rank), "dtype": op.dtype, "flops": 0,
+        "hbm_bytes": 0,
         "group": op.group, "group_size": op.group_size, "group_layout": op.group_layout,
         "root": op.root if op.kind in ("broadcast", "reduce", "scatter", "gather") else None,
         "reduce_op": op.reduce_op, "pattern": op.pattern, "data_dependent": op.data_dependent,
         "imbalance": op.imbalance, "repeat": op.repeat, "chain": op.chain,
         "rotate_root": op.rotate_root, "after": list(op.after), "host_syncs": op.host_syncs,
         "algorithm": b.best.algorithm, "mechanism": b.best.mechanism,
-        "t_comm_us": _us(b.best.t_bw_s),
-        "t_comm_line_rate_us": _us(b.t_line_s), "line_rate_algorithm": b.line_algorithm,
-        "t_comm_no_switch_reduction_us": _us(
+        "t_comm_us": json_us(b.best.t_bw_s),
+        "t_comm_line_rate_us": json_us(b.t_line_s), "line_rate_algorithm": b.line_algorithm,
+        "t_comm_no_switch_reduction_us": json_us(
             (b.best_no_switch_reduction or b.best).t_bw_s),
-        "t_comm_line_rate_no_switch_reduction_us": _us(b.t_line_no_switch_reduction_s),
-        "egress_bytes": _count(b.egress_bytes), "ingress_bytes": _count(b.ingress_bytes),
-        "nic_bytes": _count(b.nic_bytes), "min_sync_steps": b.min_steps,
+        "t_comm_line_rate_no_switch_reduction_us": json_us(b.t_line_no_switch_reduction_s),
+        "egress_bytes": json_count(b.egress_bytes), "ingress_bytes": json_count(b.ingress_bytes),
+        "nic_bytes": json_count(b.nic_bytes), "min_sync_steps": b.min_steps,
         "busbw_at_bound_GBps": round(b.busbw_at_bound_Bps / GB, 6),
         "best_at_size": _candidate(b.best_at_size),
         "best_no_switch_reduction": _candidate(b.best_no_switch_reduction),
@@ -64,11 +57,11 @@ def _compute(c: ComputeBound) -> dict[str, Any]:
     op = c.op
     return {
         "id": op.id, "category": "compute", "kind": "compute", "compute_kind": op.kind,
-        "bytes_per_rank": 0, "dtype": op.dtype, "flops": _count(op.flops),
-        "hbm_bytes": _count(op.hbm_bytes), "ranks": op.ranks, "imbalance": op.imbalance,
+        "bytes_per_rank": 0, "dtype": op.dtype, "flops": json_count(op.flops),
+        "hbm_bytes": json_count(op.hbm_bytes), "ranks": op.ranks, "imbalance": op.imbalance,
         "tensor_core": op.tensor_core, "peak": c.peak_key, "repeat": op.repeat,
         "chain": op.chain, "after": list(op.after), "host_syncs": op.host_syncs,
-        "launches": op.launches, "t_comp_us": _us(c.t_comp_s), "t_mem_us": _us(c.t_mem_s),
+        "launches": op.launches, "t_comp_us": json_us(c.t_comp_s), "t_mem_us": json_us(c.t_mem_s),
         "note": op.note,
     }
 
@@ -77,12 +70,10 @@ def _prediction(result: AnalysisResult) -> dict[str, Any] | None:
     """Both strategies' simulated times (``pkbsim simulate``); null with --no-predict."""
     if not result.predictions:
         return None
-    from pkbsim.report.sim_report import bound_by
-
     out: dict[str, Any] = {}
     for name, sim in sorted(result.predictions.items()):
         out[f"{name}_us"] = sim.predicted_us
-        out[f"{name}_bound_by"] = bound_by(sim)
+        out[f"{name}_bound_by"] = sim.bound_by
     best = result.predictions.get("custom_best")
     if best is not None:
         out["custom_best_pieces"] = best.pieces
@@ -116,15 +107,15 @@ def to_dict(result: AnalysisResult) -> dict[str, Any]:
         "parameters": dict(inst.values),
         "ops": [by_id[op.id] for op in inst.ops],
         "roofline": {
-            "t_comm_us": _us(roof.t_comm_s),
-            "t_comm_line_rate_us": _us(roof.t_comm_line_rate_s),
-            "t_comm_no_switch_reduction_us": _us(roof.t_comm_no_switch_reduction_s),
-            "t_comm_line_rate_no_switch_reduction_us": _us(
+            "t_comm_us": json_us(roof.t_comm_s),
+            "t_comm_line_rate_us": json_us(roof.t_comm_line_rate_s),
+            "t_comm_no_switch_reduction_us": json_us(roof.t_comm_no_switch_reduction_s),
+            "t_comm_line_rate_no_switch_reduction_us": json_us(
                 roof.t_comm_line_rate_no_switch_reduction_s),
-            "t_mem_us": _us(roof.t_mem_s),
-            "t_comp_us": _us(roof.t_comp_s),
-            "t_latency_floor_us": _us(roof.t_latency_floor_s),
-            "t_roof_us": _us(roof.t_roof_s),
+            "t_mem_us": json_us(roof.t_mem_s),
+            "t_comp_us": json_us(roof.t_comp_s),
+            "t_latency_floor_us": json_us(roof.t_latency_floor_s),
+            "t_roof_us": json_us(roof.t_roof_s),
             "binding": roof.binding,
             "busiest_link": roof.busiest_link,
             "sync_steps_critical_path": roof.sync_steps_critical_path,

@@ -1,27 +1,13 @@
-"""Readable terminal tables (rich) for analyze, topo and tasks commands."""
+"""``pkbsim analyze`` of one task as a terminal table (rich)."""
 
 from __future__ import annotations
 
-import io
-
-from rich.console import Console
 from rich.table import Table
 
 from pkbsim.analysis import AnalysisResult
+from pkbsim.report.text import to_text
 from pkbsim.roofline import CommBound, ComputeBound
 from pkbsim.units import US, format_bytes, format_us
-
-WIDTH = 132
-
-
-def to_text(*renderables: object, width: int = WIDTH) -> str:
-    """Render rich objects to a string (the CLI decides where it goes)."""
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width, force_terminal=False, color_system=None,
-                      soft_wrap=False)
-    for item in renderables:
-        console.print(item)
-    return buffer.getvalue()
 
 
 def _flops(x: float) -> str:
@@ -92,8 +78,6 @@ def analysis_table(result: AnalysisResult) -> str:
 def _prediction_lines(result: AnalysisResult) -> list[str]:
     if not result.predictions:
         return []
-    from pkbsim.report.sim_report import bound_by
-
     lines = ["", "Predicted (pkbsim simulate; steady state per iteration, slowest rank):"]
     notes = {"nccl_reference": "PKB's reference: eager PyTorch + NCCL",
              "custom_best": "the best kernel this machine allows"}
@@ -101,7 +85,7 @@ def _prediction_lines(result: AnalysisResult) -> list[str]:
         sim = result.predictions.get(name)
         if sim is not None:
             lines.append(f"  {name:<15} {format_us(sim.predicted_us * US):>9} us  bound by "
-                         f"{bound_by(sim)}; {notes[name]}")
+                         f"{sim.bound_by}; {notes[name]}")
     return lines
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
 from pkbsim.datafiles import display_path
 from pkbsim.errors import PkbsimError
-from pkbsim.report.table import to_text
+from pkbsim.report.text import to_text
 from pkbsim.task.schema import CommOp, TaskInstance, TaskSpec
 from pkbsim.topology.schema import Topology
 from pkbsim.units import format_bytes
@@ -22,15 +24,12 @@ def _table(*columns: str, title: str | None = None) -> Table:
     return table
 
 
-def topology_list() -> str:
-    from pkbsim.topology import list_topologies, load_topology
-
+def topology_list(topologies: Sequence[tuple[str, Topology | PkbsimError]]) -> str:
+    """One line per (name, topology or the error loading it)."""
     table = _table("name", "GPUs", "GPU", "peer GB/s/dir", "NVLS", "HBM GB/s", "mechanisms")
-    for name in list_topologies():
-        try:
-            t = load_topology(name)
-        except PkbsimError as exc:
-            table.add_row(name, "", f"error: {exc.one_line()}", "", "", "", "")
+    for name, t in topologies:
+        if isinstance(t, PkbsimError):
+            table.add_row(name, "", f"error: {t.one_line()}", "", "", "", "")
             continue
         table.add_row(name, f"{t.nodes} x {t.gpus_per_node}", t.gpu.model,
                       f"{t.peer_line_rate_GBps:g}", "yes" if t.scale_up.in_switch_reduction
@@ -81,15 +80,12 @@ def topology_detail(topo: Topology) -> str:
     return head + "\n" + to_text(table)
 
 
-def task_list() -> str:
-    from pkbsim.task.loader import list_tasks, load_task
-
+def task_list(tasks: Sequence[tuple[Path, TaskSpec | PkbsimError]]) -> str:
+    """One line per (file, task or the error loading it)."""
     table = _table("id", "name", "alias", "parallelism", "communication (in order)", "presets")
-    for path in list_tasks():
-        try:
-            spec = load_task(str(path))
-        except PkbsimError as exc:
-            table.add_row("", path.stem, "", "", f"error: {exc.one_line()}", "")
+    for path, spec in tasks:
+        if isinstance(spec, PkbsimError):
+            table.add_row("", path.stem, "", "", f"error: {spec.one_line()}", "")
             continue
         comm = [op.kind for op in spec.ops if op.kind != "compute"]
         table.add_row(str(spec.id), spec.name, " ".join(spec.aliases), spec.parallelism,

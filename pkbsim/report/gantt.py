@@ -5,12 +5,10 @@ Returns the image as bytes (png, svg or pdf); the same result gives the same byt
 
 from __future__ import annotations
 
-import io
 from collections import defaultdict
 from typing import Any
 
-from pkbsim.errors import UsageError
-from pkbsim.report.plot import _METADATA
+from pkbsim.report.images import check_format, deterministic_figures, figure_bytes
 from pkbsim.report.trace import TRACKS, critical_nodes, flow_links, node_lanes
 from pkbsim.sim.result import LinkUse, SimResult
 from pkbsim.units import format_bytes
@@ -61,15 +59,9 @@ def gantt_chart(result: SimResult, fmt: str = "png",
                 marks: tuple[tuple[str, float], ...] = ()) -> bytes:
     """The chart in ``fmt`` (png, svg or pdf). ``marks`` are (label, µs) durations drawn as
     vertical lines from the start of the measured iteration (e.g. a measured time, t_roof)."""
-    if fmt not in _METADATA:
-        raise UsageError(f"unknown image format {fmt!r}; expected " + ", ".join(_METADATA))
-    import matplotlib
-
-    with matplotlib.rc_context({"svg.hashsalt": "pkbsim"}):  # stable ids in SVG output
-        fig = _draw(result, marks)
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=fmt, dpi=110, metadata=_METADATA[fmt])
-    return buffer.getvalue()
+    check_format(fmt)
+    with deterministic_figures():
+        return figure_bytes(_draw(result, marks), fmt, 110)
 
 
 def _colours(result: SimResult) -> dict[str, Any]:

@@ -5,27 +5,15 @@ Returns the image as bytes; the CLI decides where it goes.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 
-from pkbsim.errors import UsageError
 from pkbsim.overview import BINDINGS, Overview, OverviewRow
+from pkbsim.report.images import deterministic_figures, figure_bytes
 from pkbsim.units import US
 
-FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 COLOURS = {"comm": "#1f77b4", "memory": "#2ca02c", "compute": "#d62728", "latency": "#ff7f0e"}
-_METADATA: dict[str, dict[str, None]] = {  # no dates or versions: the same input, the same file
-    "png": {"Software": None}, "svg": {"Date": None, "Creator": None},
-    "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}
 _OFFSETS = ((4, 3), (4, -10), (-6, 5), (-6, -12), (7, -4), (-8, -4), (0, 9), (0, -15),
             (10, 8), (10, -16), (-12, 10), (-12, -18))
-
-
-def image_format(path: str) -> str:
-    for suffix, fmt in FORMATS.items():
-        if path.lower().endswith(suffix):
-            return fmt
-    raise UsageError(f"--plot {path}: expected a file ending in " + ", ".join(FORMATS))
 
 
 def _points(rows: Sequence[OverviewRow]) -> tuple[list[float], list[float]]:
@@ -82,10 +70,7 @@ def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float,
 
 def overview_plot(panels: Sequence[Overview], fmt: str = "png") -> bytes:
     """One panel per overview, sharing log axes; the same input gives the same bytes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    with matplotlib.rc_context({"svg.hashsalt": "pkbsim"}):  # stable ids in SVG output
+    with deterministic_figures():
         return _draw(panels, fmt)
 
 
@@ -132,7 +117,4 @@ def _draw(panels: Sequence[Overview], fmt: str) -> bytes:
     for ax, ov in zip(axes[0], panels, strict=True):
         _place_labels(ax, *_points(ov.analysed), [str(r.spec.id) for r in ov.analysed],
                       fontsize=7)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format=fmt, dpi=130, metadata=_METADATA[fmt])
-    plt.close(fig)
-    return buffer.getvalue()
+    return figure_bytes(fig, fmt, 130)

@@ -14,7 +14,7 @@ from typing import Any
 from pkbsim import __version__
 from pkbsim.datafiles import display_path
 from pkbsim.overview import BINDINGS, Overview, OverviewRow
-from pkbsim.report.json_report import _count, _us
+from pkbsim.report.text import json_count, json_us
 from pkbsim.units import format_bytes, format_us
 
 SCHEMA = "pkbsim.overview/1"
@@ -31,8 +31,8 @@ def row_dict(row: OverviewRow) -> dict[str, Any]:
         "id": spec.id, "name": spec.name, "parallelism": spec.parallelism,
         "source": spec.source, "preset": row.preset, "world_size": row.world_size,
         "comm_ops": len(row.comm_ops),
-        "buffer_bytes_per_rank": _count(row.buffer_bytes_per_rank),
-        "moved_bytes_per_rank": _count(row.moved_bytes_per_rank),
+        "buffer_bytes_per_rank": json_count(row.buffer_bytes_per_rank),
+        "moved_bytes_per_rank": json_count(row.moved_bytes_per_rank),
         "data_dependent": row.data_dependent, "host_syncs": row.host_syncs,
     }
     terms = ("t_comm_us", "t_comm_line_rate_us", "t_mem_us", "t_comp_us", "t_latency_floor_us",
@@ -43,7 +43,7 @@ def row_dict(row: OverviewRow) -> dict[str, Any]:
         return out
     values = (roof.t_comm_s, roof.t_comm_line_rate_s, roof.t_mem_s, roof.t_comp_s,
               roof.t_latency_floor_s, roof.t_roof_s)
-    out.update({k: _us(v) for k, v in zip(terms, values, strict=True)})
+    out.update({k: json_us(v) for k, v in zip(terms, values, strict=True)})
     out.update(binding=roof.binding, busiest_link=roof.busiest_link, error=None)
     return out
 
@@ -52,8 +52,8 @@ def _summary_dict(ov: Overview) -> dict[str, Any]:
     s = ov.summary()
     return {"analysed": s.analysed, "not_analysed": s.not_analysed, "bound_by": s.bound_by,
             "latency_bound": s.bound_by["latency"],
-            "median_t_roof_us": _us(s.median_t_roof_s),
-            "median_moved_bytes_per_rank": _count(s.median_moved_bytes)}
+            "median_t_roof_us": json_us(s.median_t_roof_s),
+            "median_moved_bytes_per_rank": json_count(s.median_moved_bytes)}
 
 
 def to_dict(ov: Overview) -> dict[str, Any]:

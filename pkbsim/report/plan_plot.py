@@ -6,11 +6,10 @@ bytes; the CLI decides where they go.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pkbsim.report.plot import _METADATA
+from pkbsim.report.images import deterministic_figures, figure_bytes
 from pkbsim.units import GB, US, format_bytes
 
 if TYPE_CHECKING:
@@ -30,24 +29,16 @@ def _size_axis(ax: Axes, sizes: Sequence[int]) -> None:
 
 
 def _save(fig: Figure, fmt: str) -> bytes:
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
     fig.tight_layout()
-    fig.savefig(buffer, format=fmt, dpi=130, metadata=_METADATA[fmt])
-    plt.close(fig)
-    return buffer.getvalue()
+    return figure_bytes(fig, fmt, 130)
 
 
 def crossover_plot(title: str, curves: Curves, crossings: Sequence[Crossover],
                    fmt: str = "png") -> bytes:
     """Each contender's time against size (log-log); the crossings as dashed verticals."""
-    import matplotlib
+    with deterministic_figures():
+        import matplotlib.pyplot as plt
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    with matplotlib.rc_context({"svg.hashsalt": "pkbsim"}):
         fig, ax = plt.subplots(figsize=(9, 5.5), dpi=100)
         sizes: list[int] = []
         for label, points in curves.items():
@@ -71,12 +62,9 @@ def threshold_plot(title: str, curves: Curves, results: Sequence[ThresholdResult
                    fmt: str = "png") -> bytes:
     """Each mechanism's busbw against size; the line rate and the target as horizontals; the
     threshold sizes marked."""
-    import matplotlib
+    with deterministic_figures():
+        import matplotlib.pyplot as plt
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    with matplotlib.rc_context({"svg.hashsalt": "pkbsim"}):
         fig, ax = plt.subplots(figsize=(9, 5.5), dpi=100)
         sizes: list[int] = []
         for index, (label, points) in enumerate(curves.items()):

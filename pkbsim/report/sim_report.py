@@ -13,6 +13,7 @@ from rich.table import Table
 
 from pkbsim import __version__
 from pkbsim.datafiles import display_path
+from pkbsim.report.text import to_text
 from pkbsim.roofline import Roofline
 from pkbsim.sim.result import SimResult
 from pkbsim.sim.strategies import CommChoice
@@ -43,25 +44,7 @@ def how(choice: CommChoice | None) -> str:
     return f"{choice.mechanism}{proto}/{choice.algorithm}{chunks}{sms}{pieces}"
 
 
-def critical_shares(result: SimResult) -> dict[str, float]:
-    """Time on the critical path by what was running: host, gpu, or waiting for a peer."""
-    shares: dict[str, float] = {}
-    for seg in result.critical_path:
-        key = "waiting for a peer" if seg.why.startswith("waits") else seg.why
-        shares[key] = shares.get(key, 0.0) + max(seg.end_us - seg.start_us, 0.0)
-    return shares
-
-
-def bound_by(result: SimResult) -> str:
-    shares = critical_shares(result)
-    if not shares:
-        return "-"
-    return max(sorted(shares), key=lambda k: shares[k])
-
-
 def sim_table(result: SimResult, roof: Roofline) -> str:
-    from pkbsim.report.table import to_text
-
     inst, topo = result.instance, result.topology
     spec = inst.spec
     alias = f" ({', '.join(spec.aliases)})" if spec.aliases else ""
@@ -87,8 +70,8 @@ def sim_table(result: SimResult, roof: Roofline) -> str:
         f"{result.slowest_rank}; steady state of {result.iterations} back-to-back iterations)",
         f"Roofline t_roof {_num(t_roof)} us ({roof.binding}): predicted / t_roof = "
         + (f"{result.predicted_us / t_roof:.1f}x" if t_roof > 0 else "-"),
-        f"Critical path bound by: {bound_by(result)} ("
-        + ", ".join(f"{k} {_num(v)} us" for k, v in sorted(critical_shares(result).items()))
+        f"Critical path bound by: {result.bound_by} ("
+        + ", ".join(f"{k} {_num(v)} us" for k, v in sorted(result.critical_shares.items()))
         + ")",
         "",
     ]
@@ -151,8 +134,8 @@ def to_dict(result: SimResult, roof: Roofline) -> dict[str, Any]:
         "slowest_rank": result.slowest_rank,
         "window_us": list(result.window_us),
         "makespan_us": result.makespan_us,
-        "bound_by": bound_by(result),
-        "critical_path_us": {k: round(v, 6) for k, v in sorted(critical_shares(result).items())},
+        "bound_by": result.bound_by,
+        "critical_path_us": {k: round(v, 6) for k, v in sorted(result.critical_shares.items())},
         "roofline": {"t_roof_us": round(roof.t_roof_s / US, 6), "binding": roof.binding,
                      "predicted_over_roof": round(result.predicted_us / (roof.t_roof_s / US), 6)
                      if roof.t_roof_s > 0 else None},

@@ -7,14 +7,13 @@ that failed are left out. Returns the image as bytes; the CLI decides where it g
 
 from __future__ import annotations
 
-import io
 import itertools
 from collections.abc import Sequence
 from typing import Any
 
 from pkbsim.errors import UsageError
 from pkbsim.planning.sweep import SweepResult, SweepSpec
-from pkbsim.report.plot import _METADATA
+from pkbsim.report.images import deterministic_figures, figure_bytes
 from pkbsim.report.sweep_report import cell
 
 LINE_RATE = "line_rate_busbw_GBps"
@@ -80,11 +79,8 @@ def _series(result: SweepResult, x: str) -> dict[str, list[dict[str, Any]]]:
 
 def sweep_plot(result: SweepResult, x: str, y: str, fmt: str = "png") -> bytes:
     """The same input gives the same bytes."""
-    import matplotlib
-
     check_choice(result.spec, result.columns, x, y)
-    matplotlib.use("Agg")
-    with matplotlib.rc_context({"svg.hashsalt": "pkbsim"}):
+    with deterministic_figures():
         return _draw(result, x, y, fmt)
 
 
@@ -148,7 +144,4 @@ def _draw(result: SweepResult, x: str, y: str, fmt: str) -> bytes:
         ax.text(0.99, 0.01, f"{skipped} point(s) failed, not drawn", ha="right", va="bottom",
                 transform=ax.transAxes, fontsize=8, color="#666666")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format=fmt, dpi=130, metadata=_METADATA[fmt])
-    plt.close(fig)
-    return buffer.getvalue()
+    return figure_bytes(fig, fmt, 130)

@@ -15,7 +15,7 @@ from typing import Any
 
 from pkbsim import __version__
 from pkbsim.collectives.base import SWITCH
-from pkbsim.roofline import fabric_for
+from pkbsim.placement import fabric_for
 from pkbsim.sim.result import NodeRecord, SimResult
 
 TRACKS = ("host", "stream0")  # first lane of each: tid 0 and 1; extra lanes follow

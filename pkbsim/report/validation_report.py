@@ -1,137 +1,39 @@
-"""The model's error against a validation run (``pkbsim validate --report DIR``).
+"""The model's error against a validation run, rendered: a table, Markdown, JSON
+(``pkbsim.validation-report/1``) and the predicted-against-measured plot (deterministic bytes).
 
-:func:`build_report` pairs every measurement with the simulator's prediction for the same
-operation on the uncalibrated (base) and the calibrated topology; error = (predicted -
-measured) / measured. Summaries give the median absolute error per case, per op and per
-regime (latency: under 64 KiB or no payload; bandwidth: 1 MiB and over; middle between).
-Renderers return text (table, markdown, JSON ``pkbsim.validation-report/1``) or image bytes
-(predicted against measured, deterministic); only the CLI writes them.
+The report itself is built by pkbsim.validation.error_report; only the CLI writes these.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import statistics
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
+
+from rich.table import Table
 
 from pkbsim import __version__
 from pkbsim.datafiles import display_path
-from pkbsim.errors import UsageError
-from pkbsim.report.plot import _METADATA
+from pkbsim.report.images import check_format, deterministic_figures, figure_bytes
+from pkbsim.report.text import to_text
 from pkbsim.topology.schema import Topology
 from pkbsim.units import format_bytes
-from pkbsim.validation.predict import Prediction, explain
-from pkbsim.validation.results import Measurement, Results
+from pkbsim.validation.error_report import (
+    REGIMES,
+    TOPOLOGIES,
+    Row,
+    Summary,
+    ValidationReport,
+)
+from pkbsim.validation.results import Measurement
 
 SCHEMA = "pkbsim.validation-report/1"
-REGIMES = {"latency": "under 64 KiB, or no payload", "middle": "64 KiB to 1 MiB",
-           "bandwidth": "1 MiB and over"}
-TOPOLOGIES = ("base", "calibrated")
 # op family (plot markers and colours): the first prefix that matches
 FAMILIES = (("d2d_", "HBM copy", "o", "#1f77b4"), ("launch_", "launch", "s", "#ff7f0e"),
             ("host_", "host dispatch", "D", "#2ca02c"), ("h2d_", "host copy", "^", "#d62728"),
             ("d2h_", "host copy", "^", "#d62728"), ("peer_", "peer", "v", "#9467bd"),
             ("nccl_", "NCCL", "P", "#8c564b"))
 BAND = 0.10  # the plot's band around y = x
-
-
-@dataclass(frozen=True)
-class Row:
-    """One measurement and its predictions (None where the model has none)."""
-
-    case: str
-    m: Measurement
-    base: Prediction | None
-    calibrated: Prediction | None
-
-    def predicted_us(self, which: str) -> float | None:
-        p: Prediction | None = getattr(self, which)
-        return None if p is None else p.predicted_us
-
-    def error(self, which: str) -> float | None:
-        """(predicted - measured) / measured."""
-        t = self.predicted_us(which)
-        return None if t is None else (t - self.m.time_us) / self.m.time_us
-
-
-@dataclass(frozen=True)
-class Summary:
-    key: str  # a case key, an op, a regime, or "all"
-    n: int  # measurements with a prediction on either topology
-    n_by: dict[str, int] = field(hash=False)  # per topology: those with a prediction there
-    median_abs_error: dict[str, float | None] = field(hash=False)  # per topology
-
-
-@dataclass(frozen=True)
-class NotModelled:
-    op: str
-    reason: str
-    count: int
-    on: tuple[str, ...]  # the topologies without a prediction ("base", "calibrated")
-
-
-@dataclass(frozen=True)
-class ValidationReport:
-    results: Results
-    results_sha256: str
-    base: Topology
-    calibrated: Topology
-    rows: tuple[Row, ...]
-    by_case: tuple[Summary, ...]
-    by_op: tuple[Summary, ...]
-    by_regime: tuple[Summary, ...]
-    overall: Summary
-    not_modelled: tuple[NotModelled, ...]
-
-
-def build_report(results: Results, base: Topology, calibrated: Topology,
-                 results_sha256: str = "") -> ValidationReport:
-    """Every measurement of ``results`` against the simulator on both topologies."""
-    rows: list[Row] = []
-    missing: dict[tuple[str, str, tuple[str, ...]], int] = {}
-    for case, m in results.measurements():
-        found = {w: explain(m, t)
-                 for w, t in zip(TOPOLOGIES, (base, calibrated), strict=True)}
-        without = tuple(w for w in TOPOLOGIES if isinstance(found[w], str))
-        if without:
-            reason = str(found[without[0]])
-            key = (m.op, reason, without)
-            missing[key] = missing.get(key, 0) + 1
-        if len(without) < len(TOPOLOGIES):
-            rows.append(Row(case.key, m, *(_pred(found[w]) for w in TOPOLOGIES)))
-    return ValidationReport(
-        results, results_sha256, base, calibrated, tuple(rows),
-        by_case=_summaries(rows, lambda r: r.case),
-        by_op=_summaries(rows, lambda r: r.m.op),
-        by_regime=_summaries(rows, lambda r: r.m.regime, REGIMES),
-        overall=_summary("all", rows),
-        not_modelled=tuple(NotModelled(op, why, n, on)
-                           for (op, why, on), n in missing.items()))
-
-
-def _pred(found: Prediction | str) -> Prediction | None:
-    return found if isinstance(found, Prediction) else None
-
-
-def _summary(key: str, rows: list[Row]) -> Summary:
-    n_by: dict[str, int] = {}
-    med: dict[str, float | None] = {}
-    for which in TOPOLOGIES:
-        errors = [abs(e) for r in rows if (e := r.error(which)) is not None]
-        n_by[which] = len(errors)
-        med[which] = statistics.median(errors) if errors else None
-    return Summary(key, len(rows), n_by, med)
-
-
-def _summaries(rows: list[Row], key: Callable[[Row], str], order: Iterable[str] = ()
-               ) -> tuple[Summary, ...]:
-    groups: dict[str, list[Row]] = {k: [] for k in order}
-    for r in rows:
-        groups.setdefault(key(r), []).append(r)
-    return tuple(_summary(k, g) for k, g in groups.items())
 
 
 # ------------------------------------------------------------------ shared text
@@ -190,10 +92,6 @@ def _not_modelled_lines(report: ValidationReport) -> list[str]:
 
 def render_table(report: ValidationReport, measurements: bool = False) -> str:
     """Summaries per regime, op and case (and every measurement if asked), as text."""
-    from rich.table import Table
-
-    from pkbsim.report.table import to_text
-
     def summary_table(title: str, first: str, items: Iterable[Summary],
                       note: Callable[[str], str] | None = None) -> Table:
         t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
@@ -325,12 +223,8 @@ def family(op: str) -> tuple[str, str, str]:
 
 def plot(report: ValidationReport, fmt: str = "png") -> bytes:
     """Predicted against measured time, log-log; the same report gives the same bytes."""
-    if fmt not in _METADATA:
-        raise UsageError(f"unknown image format {fmt!r}; expected " + ", ".join(_METADATA))
-    import matplotlib
-
-    matplotlib.use("Agg")
-    with matplotlib.rc_context({"svg.hashsalt": "pkbsim"}):  # stable ids in SVG output
+    check_format(fmt)
+    with deterministic_figures():
         return _draw(report, fmt)
 
 
@@ -385,7 +279,4 @@ def _draw(report: ValidationReport, fmt: str) -> bytes:
     if not values:
         ax.text(0.5, 0.5, "no modelled measurements", ha="center", transform=ax.transAxes)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format=fmt, dpi=110, metadata=_METADATA[fmt])
-    plt.close(fig)
-    return buffer.getvalue()
+    return figure_bytes(fig, fmt, 110)

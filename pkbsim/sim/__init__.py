@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from pkbsim.collectives import ALGORITHMS, algbw_busbw
 from pkbsim.collectives.base import Context
 from pkbsim.errors import InfeasibleError, UsageError
-from pkbsim.roofline import check_world_size, fits
+from pkbsim.placement import fits
+from pkbsim.roofline import check_world_size
 from pkbsim.sim.collective import CallSpec
 from pkbsim.sim.engine import SimOptions, Simulation, run_call
 from pkbsim.sim.engine import comm_sms as held_sms

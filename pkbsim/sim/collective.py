@@ -10,14 +10,41 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+import simpy
 
 from pkbsim.collectives.base import BATCH, RECV, SEND, WAITALL, Algorithm, Context, Prim
-from pkbsim.topology.schema import Mechanism
+from pkbsim.sim.network import Flow, Link, Network
+from pkbsim.topology.schema import Mechanism, Topology
 
-if TYPE_CHECKING:
-    from pkbsim.sim.engine import Simulation
-    from pkbsim.sim.network import Flow
+
+class _Tracing(Protocol):
+    @property
+    def trace(self) -> bool: ...
+
+
+class CallHost(Protocol):
+    """What a call needs of the simulation it runs in (pkbsim.sim.engine.Simulation): the
+    clock, the network, the machine, the GPUs' copy engines and the links a send uses."""
+
+    env: simpy.Environment
+    net: Network
+    topo: Topology
+
+    @property
+    def options(self) -> _Tracing: ...
+
+    def copy_engine(self, rank: int, start: Callable[[], None]) -> None: ...
+
+    def copy_engine_done(self, rank: int) -> None: ...
+
+    def uses(self, srcs: tuple[int, ...], dsts: tuple[int, ...], mech: Mechanism,
+             issuer: int, comm_sms: int
+             ) -> tuple[list[tuple[Link, float]], bool, tuple[tuple[int, float], ...] | None]:
+        ...
+
+    def record_flow(self, flow: Flow) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -49,7 +76,7 @@ class _Channel:
 class CollectiveRun:
     """One call across ``members`` (global ranks; group rank i is members[i])."""
 
-    def __init__(self, sim: Simulation, spec: CallSpec, members: list[int]) -> None:
+    def __init__(self, sim: CallHost, spec: CallSpec, members: list[int]) -> None:
         self.sim = sim
         self.spec = spec
         self.members = members

@@ -19,7 +19,7 @@ from typing import Any
 import simpy
 
 from pkbsim.collectives.base import SWITCH
-from pkbsim.roofline import fabric_for, link_efficiency
+from pkbsim.placement import fabric_for, link_efficiency
 from pkbsim.sim.collective import CallSpec, CollectiveRun
 from pkbsim.sim.network import Flow, Link, Network
 from pkbsim.topology.fabric import NIC

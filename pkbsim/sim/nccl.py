@@ -6,7 +6,7 @@ bytes / bandwidth). This module does the same with the topology's numbers: each 
 mechanism of the topology file (``nccl_ll``, ``nccl_ll128``, ``nccl_simple``: efficiency, base
 latency ``latency_us`` and per-hop latency ``step_latency_us`` for rings over the scale-up
 fabric); the tree and NVLS latencies and the network hop latencies below are NCCL's tuner
-constants (prior-art.md A3 and hardware.md 4.3, from NCCL's tuning.cc, CODE [S21]).
+constants (NCCL's src/graph/tuning.cc: docs/sources.md [S21] and D4.3).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from pkbsim.collectives import ALGORITHMS
 from pkbsim.collectives.base import Context
-from pkbsim.roofline import call_bandwidth_s
+from pkbsim.placement import call_bandwidth_s
 from pkbsim.task.schema import CommOp
 from pkbsim.topology.fabric import Fabric
 from pkbsim.topology.schema import Topology
@@ -32,7 +32,6 @@ NET_HOP_US = {"ring": {"LL": 2.7, "LL128": 4.0, "Simple": 14.0},
               "tree": {"LL": 5.0, "LL128": 8.5, "Simple": 14.0}}
 P2P_LL_THRESHOLD_BYTES = 16384  # NCCL_P2P_LL_THRESHOLD: point-to-point below this uses LL
 PIPELINE_CHUNK_BYTES = 512 * 1024  # Simple's step: its 4 MiB buffer over NCCL_STEPS = 8
-MAX_CHUNKS = 32
 
 
 @dataclass(frozen=True)
@@ -120,8 +119,6 @@ def _cost(alg_name: str, proto: str, op: CommOp, ctx: Context, world_size: int,
                                          else ctx.nodes - 1)
     t_bw = call_bandwidth_s(alg, mech, op, world_size, fabric)
     estimate = (base + max(steps - hops_net, 0) * hop + hops_net * net) * US + t_bw
-    from pkbsim.sim.strategies import algorithm_chunks
-
-    chunks = algorithm_chunks(alg_name, op.kind, op.bytes_per_rank, ctx.n, PIPELINE_CHUNK_BYTES)
+    chunks = alg.pipeline_chunks(op.kind, op.bytes_per_rank, ctx.n, PIPELINE_CHUNK_BYTES)
     return NcclChoice(alg_name, proto, mech.name, chunks, base * US,
                       hop * US, net * US, estimate)

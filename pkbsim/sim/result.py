@@ -89,6 +89,24 @@ class SimResult:
     topology_overrides: dict[str, object] = field(default_factory=dict, hash=False)
     tried: dict[int, float] = field(default_factory=dict, hash=False)  # pieces -> predicted
 
+    @property
+    def critical_shares(self) -> dict[str, float]:
+        """Time on the critical path (us) by what was running: host, gpu, or waiting for a
+        peer."""
+        shares: dict[str, float] = {}
+        for seg in self.critical_path:
+            key = "waiting for a peer" if seg.why.startswith("waits") else seg.why
+            shares[key] = shares.get(key, 0.0) + max(seg.end_us - seg.start_us, 0.0)
+        return shares
+
+    @property
+    def bound_by(self) -> str:
+        """What takes most of the critical path (host, gpu, waiting for a peer), or "-"."""
+        shares = self.critical_shares
+        if not shares:
+            return "-"
+        return max(sorted(shares), key=lambda k: shares[k])
+
 
 def _us(t: float | None) -> float:
     return round((t or 0.0) / US, 6)

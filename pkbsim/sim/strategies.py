@@ -21,13 +21,8 @@ from typing import Any
 from pkbsim.collectives import ALGORITHMS
 from pkbsim.collectives.base import Context
 from pkbsim.errors import UsageError
-from pkbsim.roofline import (
-    _context,
-    bound_comm_op,
-    bound_compute_op,
-    fits,
-    group_members,
-)
+from pkbsim.placement import fits, group_context, group_members
+from pkbsim.roofline import bound_comm_op, bound_compute_op
 from pkbsim.sim import nccl
 from pkbsim.sim.collective import CallSpec
 from pkbsim.sim.engine import (
@@ -83,20 +78,6 @@ class CommChoice:
 CUSTOM_CHUNK_BYTES = 64 * 1024  # custom kernels pipeline at a finer grain than NCCL's steps
 
 
-def algorithm_chunks(alg: str, kind: str, m: float, n: int, chunk_bytes: float) -> int:
-    """Pipelining inside one call, for the algorithms whose phases or hops depend on each
-    other (chains, trees, NVLS, two-shot, hierarchical); rings and direct sends need none."""
-    if alg == "ring" and kind in ("broadcast", "reduce"):
-        size = m
-    elif alg == "tree":
-        size = m / 2
-    elif alg in ("nvls", "two_shot", "hierarchical"):
-        size = m / max(n, 1)
-    else:
-        return 1
-    return max(1, min(math.ceil(size / chunk_bytes), nccl.MAX_CHUNKS))
-
-
 class Builder:
     """Builds the node graph of ``iterations`` back-to-back iterations of one task."""
 
@@ -134,7 +115,7 @@ class Builder:
         return found
 
     def _make_spec(self, op: CommOp, root: int, nbytes: float) -> CallSpec:
-        ctx = replace(_context(op, self.groups(op)[0], self.topo), root=root)
+        ctx = replace(group_context(op, self.groups(op)[0], self.topo), root=root)
         ov = self.strategy.overrides.get(op.id, OpOverride())
         if self.strategy.name == "nccl_reference":
             return self._nccl_spec(op, ctx, nbytes, ov)
@@ -189,7 +170,7 @@ class Builder:
             mech = topo.mechanisms[cand.mechanism]
             alg = ALGORITHMS[cand.algorithm]
             assert fits(alg, mech, op.kind)
-            chunks = ov.chunks or algorithm_chunks(alg.name, op.kind, nbytes, ctx.n,
+            chunks = ov.chunks or alg.pipeline_chunks(op.kind, nbytes, ctx.n,
                                                    CUSTOM_CHUNK_BYTES)
             sms = comm_sms(mech, ov.sms)
             if mech.traits.uses_sms and sms < 1:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pkbsim import expr
 from pkbsim.datafiles import data_dir, looks_like_path, nearest
-from pkbsim.errors import ExpressionError, InfeasibleError, TaskError, UsageError
+from pkbsim.errors import ExpressionError, InfeasibleError, PkbsimError, TaskError, UsageError
 from pkbsim.fields import Fields, load_yaml
 from pkbsim.task.schema import (
     COMM_KINDS,
@@ -88,6 +88,17 @@ def _aliases(path: Path) -> list[str]:
 
 def list_tasks() -> list[Path]:
     return _task_files()
+
+
+def shipped_tasks() -> list[tuple[Path, TaskSpec | PkbsimError]]:
+    """Every shipped task file, loaded, or the error that stops it loading."""
+    out: list[tuple[Path, TaskSpec | PkbsimError]] = []
+    for path in list_tasks():
+        try:
+            out.append((path, load_task(str(path))))
+        except PkbsimError as exc:
+            out.append((path, exc))
+    return out
 
 
 def find_task(name: str) -> Path:

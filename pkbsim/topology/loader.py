@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pkbsim.datafiles import data_dir, looks_like_path, nearest
-from pkbsim.errors import TopologyError
+from pkbsim.errors import PkbsimError, TopologyError
 from pkbsim.fields import Fields, load_yaml
 from pkbsim.topology.schema import (
     FABRICS,
@@ -28,6 +28,17 @@ DEFAULT_TOPOLOGY = "dgx-h100"
 
 def list_topologies() -> list[str]:
     return sorted(p.stem for p in data_dir("topologies").glob("*.yaml"))
+
+
+def shipped_topologies() -> list[tuple[str, Topology | PkbsimError]]:
+    """Every shipped topology by name, loaded, or the error that stops it loading."""
+    out: list[tuple[str, Topology | PkbsimError]] = []
+    for name in list_topologies():
+        try:
+            out.append((name, load_topology(name)))
+        except PkbsimError as exc:
+            out.append((name, exc))
+    return out
 
 
 def find_topology(name: str) -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 from pkbsim.collectives import ALGORITHMS
 from pkbsim.collectives.bandwidth import size_bytes
 from pkbsim.collectives.base import Context
-from pkbsim.roofline import _context, fabric_for, fits
+from pkbsim.placement import fabric_for, fits, group_context
 from pkbsim.sim import nccl
 from pkbsim.sim.collective import CallSpec
 from pkbsim.sim.engine import (
@@ -384,7 +384,7 @@ def _nccl_spec(topo: Topology, kind: str, nbytes: float, w: int, algorithm: str 
     """The call NCCL's tuner picks (or the forced pair), built as nccl_reference builds it."""
     op = _op(kind, nbytes, w)
     members = list(range(w))
-    ctx = _context(op, members, topo)
+    ctx = group_context(op, members, topo)
     fabric = fabric_for(topo)
     if algorithm is None and not multicast:  # NVLS disabled in the run: tune without it
         algs = sorted({a for a, _p in nccl.candidates(kind, ctx, topo)

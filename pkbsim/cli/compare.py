@@ -1,0 +1,108 @@
+"""``pkbsim compare``: measured kernels against the roofline, the simulator and their causes.
+
+One problem: ``--problem P`` with ``--measured-us T`` (one candidate) or ``--measured LOGS|CSV``
+(its reference and candidates), optionally ``--solution FILE`` to inspect the candidate.
+A directory: ``--measured LOGS|CSV`` without ``--problem``, every problem in it, optionally
+``--solutions DIR`` holding ``<problem stem>_<backend>.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pkbsim.cli.options import Format, Out, Topology, format_option, world_size_option
+from pkbsim.cli.output import check_writable, image_format, write_output
+from pkbsim.errors import UsageError
+
+FORMATS = ("table", "markdown", "html", "json")
+
+
+def compare(
+    problem: Annotated[str | None, typer.Option(
+        "--problem", "-p", help="One problem (id, name, alias); without it, every problem "
+                                "in --measured.")] = None,
+    measured: Annotated[Path | None, typer.Option(
+        help="PKB logs folder (problem_<stem>/<backend>/rank_<r>_perf.json) or CSV "
+             "(problem,variant,time_us[,rank]).")] = None,
+    measured_us: Annotated[float | None, typer.Option(
+        help="With --problem: one candidate's measured time (us).")] = None,
+    solution: Annotated[Path | None, typer.Option(
+        help="With --problem: the candidate's solution file, inspected for the causes.")] = None,
+    solutions: Annotated[Path | None, typer.Option(
+        help="Folder of solution files named <problem stem>_<backend>.py.")] = None,
+    topology: Topology = "dgx-h100",
+    world_size: Annotated[int | None, world_size_option(
+        "Ranks (default: the ranks measured, else the preset's).")] = None,
+    preset: Annotated[str, typer.Option(help="Size preset (pkb: the benchmark's).")] = "pkb",
+    fmt: Annotated[Format, format_option(
+        FORMATS, "table, markdown, html (plots embedded) or json (schema pkbsim.compare/1).")]
+        = Format.table,
+    out: Out = None,
+    plot: Annotated[Path | None, typer.Option(
+        help="Also write the attainment and gap-cause plot here (.png).")] = None,
+    timeline: Annotated[Path | None, typer.Option(
+        help="With --problem: the simulated timeline of PKB's reference with t_roof and each "
+             "measured time marked (.png).")] = None,
+) -> None:
+    """Measured kernels against the roofline and the simulator: attainment, speedup over
+    PKB's reference, and the gap split into ranked causes with the fix to try for each."""
+    compare_command(problem, measured, measured_us, solution, solutions, topology, world_size,
+                    preset, fmt.value, out, plot, timeline=timeline)
+
+
+def compare_command(problem: str | None, measured: Path | None, measured_us: float | None,
+                    solution: Path | None, solutions: Path | None, topology: str,
+                    world_size: int | None, preset: str, fmt: str, out: Path | None,
+                    plot: Path | None, *, simulate_fixes: bool = True,
+                    timeline: Path | None = None) -> None:
+    """The command with ``fmt`` as text; ``simulate_fixes=False`` skips the simulated time
+    after each fix (tests)."""
+    from pkbsim.compare.comparison import compare_measured, reference_timeline
+    from pkbsim.report import compare_report as report
+    from pkbsim.topology import load_topology
+
+    _check_options(problem, measured, measured_us, solution, solutions, fmt, plot)
+    if timeline is not None and (problem is None or timeline.suffix.lower() != ".png"):
+        raise UsageError("--timeline needs --problem and a file ending in .png")
+    for path, option in ((out, "--out"), (plot, "--plot"), (timeline, "--timeline")):
+        if path is not None:
+            check_writable(path, option)
+    topo = load_topology(topology)
+    result = compare_measured(problem, measured, measured_us, solution, solutions, topo,
+                              world_size, preset, simulate_fixes)
+    png = report.comparison_plot(result) if fmt == "html" or plot is not None else b""
+    text = {"table": report.render_table, "markdown": report.render_markdown,
+            "json": report.render_json}.get(fmt)
+    write_output(text(result) if text else report.render_html(result, png), out)
+    if plot is not None:
+        write_output(png, plot, "--plot")
+    if timeline is not None:
+        comp = result.comparisons[0]
+        write_output(report.timeline_chart(comp, reference_timeline(comp, topology, preset)),
+                     timeline, "--timeline")
+    if result.errors:
+        sys.stderr.write(f"{len(result.errors)} problem(s) could not be compared: "
+                         + "; ".join(f"{e.problem}: {e.error}" for e in result.errors) + "\n")
+
+
+def _check_options(problem: str | None, measured: Path | None, measured_us: float | None,
+                   solution: Path | None, solutions: Path | None, fmt: str,
+                   plot: Path | None) -> None:
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+    if (measured is None) == (measured_us is None):
+        raise UsageError("give either --measured LOGS|CSV or --measured-us TIME")
+    if measured_us is not None and problem is None:
+        raise UsageError("--measured-us needs --problem")
+    if solution is not None and problem is None:
+        raise UsageError("--solution needs --problem (a directory takes --solutions DIR)")
+    if solution is not None and solutions is not None:
+        raise UsageError("give --solution FILE or --solutions DIR, not both")
+    if solutions is not None and not solutions.expanduser().is_dir():
+        raise UsageError("--solutions: not a directory", file=str(solutions))
+    if plot is not None:
+        image_format(plot, "--plot", (".png",))

@@ -1,0 +1,75 @@
+"""``pkbsim simulate``: one task under a strategy as a table or JSON, optionally its timeline
+as a Chrome/Perfetto trace and a Gantt chart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pkbsim.cli.options import (
+    Format,
+    Out,
+    Sets,
+    Task,
+    Topology,
+    format_option,
+    require_format,
+    world_size_option,
+)
+from pkbsim.cli.output import check_writable, image_format, parse_sets, write_output
+
+FORMATS = ("table", "json")
+
+
+def simulate(
+    task: Task,
+    strategy: Annotated[str, typer.Option(
+        help="nccl_reference (what PKB's reference does), custom_best (the best kernel the "
+             "machine allows), or a strategy YAML file.")] = "nccl_reference",
+    topology: Topology = "dgx-h100",
+    world_size: Annotated[int | None, world_size_option(
+        "Ranks (default: the preset's, else the task's).")] = None,
+    preset: Annotated[str, typer.Option(
+        help="Size preset: pkb, production, or a task's preset name.")] = "pkb",
+    set_: Sets = None,
+    override: Annotated[list[str] | None, typer.Option(
+        "--override", help="OP.KEY=VALUE for one op: mechanism, algorithm, protocol, chunks or "
+                           "sms (e.g. a2a_logits.mechanism=tma). Repeatable.")] = None,
+    iterations: Annotated[int, typer.Option(
+        help="Back-to-back iterations simulated; the time is the steady state.")] = 3,
+    trace: Annotated[Path | None, typer.Option(
+        help="Write a Chrome/Perfetto trace (JSON) of the timeline here.")] = None,
+    gantt: Annotated[Path | None, typer.Option(
+        help="Draw the timeline as a Gantt chart here (.png, .svg or .pdf).")] = None,
+    fmt: Annotated[Format, format_option(FORMATS, "table or json.")] = Format.table,
+    out: Out = None,
+) -> None:
+    """Predicted time of one task under a strategy: per-op breakdown, link and SM utilisation,
+    critical path; optionally a trace and a Gantt chart."""
+    require_format(fmt, FORMATS, "simulate writes table or json")
+    gantt_fmt = image_format(gantt, "--gantt") if gantt is not None else ""
+    for path, option in ((out, "--out"), (trace, "--trace"), (gantt, "--gantt")):
+        if path is not None:
+            check_writable(path, option)
+    from pkbsim.report import sim_report
+    from pkbsim.roofline import roofline
+    from pkbsim.sim.run import run_simulation
+
+    result = run_simulation(task, strategy, topology, world_size, preset,
+                            parse_sets(set_ or []), parse_sets(override or [], "--override"),
+                            iterations, trace=trace is not None or gantt is not None)
+    roof = roofline(result.instance, result.topology)
+    if fmt is Format.json:
+        write_output(sim_report.render_json(result, roof), out)
+    else:
+        write_output(sim_report.sim_table(result, roof), out)
+    if trace is not None:
+        from pkbsim.report.trace import chrome_trace
+
+        write_output(chrome_trace(result), trace, "--trace")
+    if gantt is not None:
+        from pkbsim.report.gantt import gantt_chart
+
+        write_output(gantt_chart(result, gantt_fmt), gantt, "--gantt")

@@ -1,0 +1,203 @@
+"""``pkbsim sweep``: options to a SweepSpec, the run with a progress bar, then the outputs.
+
+Imports stay light at module level (every command is registered at start-up); the engine, the
+renderers and matplotlib load inside the command.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from pkbsim.cli.options import (
+    Format,
+    OptionalTask,
+    Out,
+    format_option,
+    require_format,
+    sets_option,
+    world_size_option,
+)
+from pkbsim.cli.output import check_writable, image_format, write_output
+from pkbsim.errors import InfeasibleError, UsageError
+
+if TYPE_CHECKING:
+    from pkbsim.planning.axes import Axis
+    from pkbsim.planning.sweep import SweepResult
+
+FORMATS = ("table", "csv", "json", "markdown")
+
+
+def sweep(
+    task: OptionalTask = None,
+    collective: Annotated[str | None, typer.Option(
+        help="One collective call instead of a task: all_reduce, all_gather, reduce_scatter, "
+             "all_to_all, broadcast, ... (size = bytes per rank, nccl-tests' buffer).")] = None,
+    vary: Annotated[list[str] | None, typer.Option(
+        "--vary", help="NAME=VALUES: an axis. NAME: topology, world_size, preset, size, "
+        "algorithm, mechanism, protocol, chunks, sms, a dotted topology field "
+        "(scale_up.link_bandwidth_GBps) or a task parameter. VALUES: a list (2,4,8) or a range "
+        "START:STOP:STEP, STEP xF geometric or +D arithmetic (1KiB:1GiB:x2, 2:16:+2). "
+        "Repeatable; the last axis varies fastest.")] = None,
+    sizes: Annotated[str | None, typer.Option(
+        help="With --collective: --vary size=SIZES (e.g. 1KiB:1GiB:x2).")] = None,
+    topology: Annotated[str, typer.Option(
+        help="Topology name or YAML path, when not varied.")] = "dgx-h100",
+    world_size: Annotated[int | None, world_size_option(
+        "Ranks, when not varied (default: the preset's, else the task's; 8 for a "
+        "collective).")] = None,
+    preset: Annotated[str, typer.Option(help="Size preset of a task, when not varied.")]
+        = "pkb",
+    set_: Annotated[list[str] | None, sets_option(
+        "KEY=VALUE: fixed for every point (a one-value --vary). Repeatable.")] = None,
+    metric: Annotated[list[str] | None, typer.Option(
+        "--metric", help="Repeatable or comma list: roofline (all its terms), t_comm, t_mem, "
+        "t_comp, t_latency, t_roof, binding, nccl_reference, custom_best, algbw, busbw, "
+        "attainment. Default: t_roof,binding,nccl_reference,custom_best.")] = None,
+    fmt: Annotated[Format | None, format_option(
+        FORMATS, "table, csv, json (schema pkbsim.sweep/1) or markdown (default: by the --out "
+                 "suffix .csv, .json, .md, else table).")] = None,
+    out: Out = None,
+    jsonl: Annotated[Path | None, typer.Option(
+        help="Stream each finished point to this JSON-lines file; run the same command again "
+             "to resume an interrupted sweep. Default with --out: OUT.partial.jsonl, removed "
+             "once OUT is written; without --out, none.")] = None,
+    fresh: Annotated[bool, typer.Option(
+        "--fresh", help="Start over: overwrite the --jsonl file instead of resuming.")] = False,
+    jobs: Annotated[int | None, typer.Option(
+        help="Worker processes (default: every core).")] = None,
+    plot: Annotated[Path | None, typer.Option(
+        help="Also draw a line plot here (.png, .svg or .pdf).")] = None,
+    x: Annotated[str | None, typer.Option(
+        "--x", help="Plot x axis (default: size when varied, else the first varied numeric "
+                    "axis).")] = None,
+    y: Annotated[str | None, typer.Option(
+        "--y", help="Plot column(s), comma-separated (default: the first numeric metric "
+                    "column).")] = None,
+    baseline: Annotated[str | None, typer.Option(
+        help="AXIS=VALUE: add X_speedup = the baseline row's X_us / this row's X_us for every "
+             "time column (same values on the other axes), e.g. "
+             "scale_up.bandwidth_GBps=450.")] = None,
+) -> None:
+    """Evaluate a task or one collective over a grid of topologies, world sizes, sizes and
+    parameters, in parallel; results as a table, CSV, JSON or a plot."""
+    from pkbsim.cli.progress import sweep_progress
+    from pkbsim.cli.signals import sigterm_as_interrupt
+    from pkbsim.planning.evaluate import Target, columns, parse_metrics
+    from pkbsim.planning.sweep import SweepSpec, run_sweep
+    from pkbsim.report import sweep_plot
+
+    if fmt is not None:
+        require_format(fmt, FORMATS)
+    if task is None and collective is None and any(
+            item.partition("=")[0].strip() == "task" for item in vary or []):
+        task = "1"  # a placeholder: every point names its task (--vary task=...)
+    target = Target(task=task, collective=collective, topology=topology, preset=preset)
+    spec = SweepSpec(target, tuple(build_axes(target, vary or [], sizes, world_size, set_ or [])),
+                     parse_metrics(metric or []))
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    if workers < 1:
+        raise UsageError(f"--jobs {workers}: expected 1 or more")
+    plot_fmt = image_format(plot, "--plot") if plot is not None else ""
+    cols = columns(spec.metrics, target)
+    if baseline is not None:
+        from pkbsim.planning.baseline import (
+            parse_baseline,
+            speedup_columns,
+            speedup_summary,
+            with_speedups,
+        )
+
+        base = parse_baseline(baseline, {a.name: a.values for a in spec.axes})
+        cols += speedup_columns(cols)
+    if plot is not None:
+        x = x or sweep_plot.default_x(spec)
+        y = y or sweep_plot.default_y(cols)
+        sweep_plot.check_choice(spec, cols, x, y)
+    elif x is not None or y is not None:
+        raise UsageError("--x and --y work with --plot")
+    stream = jsonl if jsonl is not None or out is None else \
+        out.with_name(out.name + ".partial.jsonl")
+    for path, option in ((out, "--out"), (plot, "--plot"), (stream, "--jsonl")):
+        if path is not None:
+            check_writable(path, option)
+    with sweep_progress() as progress, sigterm_as_interrupt():
+        try:
+            result = run_sweep(spec, stream, workers, progress, fresh)
+        except KeyboardInterrupt:
+            if stream is not None:
+                sys.stderr.write(f"pkbsim: sweep interrupted; finished points are kept in "
+                                 f"{stream}: run the same command to resume\n")
+            raise
+    _check_some_succeeded(result)
+    text = ""
+    chosen = fmt or _format_of(out)
+    if baseline is not None:
+        result = with_speedups(result, *base)
+        if chosen in (Format.table, Format.markdown):
+            text = "\n" + "\n".join(speedup_summary(result, *base)) + "\n"
+    write_output(_render(result, chosen) + text, out)
+    if plot is not None:
+        assert x is not None and y is not None
+        write_output(sweep_plot.sweep_plot(result, x, y, plot_fmt), plot, "--plot")
+    if stream is not None and jsonl is None:
+        stream.unlink(missing_ok=True)  # its rows are all in --out now
+
+
+def build_axes(target: object, vary: list[str], sizes: str | None, world_size: int | None,
+               sets: list[str]) -> list[Axis]:
+    """Fixed values (--world-size, --set) as one-value axes, then --vary, then --sizes."""
+    from pkbsim.planning.axes import Axis, check_axes, parse_values, parse_vary
+
+    axes: list[Axis] = []
+    if world_size is not None:
+        axes.append(parse_vary(f"world_size={world_size}"))
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
+        axis = parse_vary(item)
+        if len(axis.values) != 1:
+            raise UsageError(f"--set {item!r}: one value; vary it with --vary")
+        axes.append(axis)
+    axes += [parse_vary(item) for item in vary]
+    if sizes is not None:
+        if getattr(target, "collective", None) is None:
+            raise UsageError("--sizes works with --collective; for a task, --vary one of its "
+                             "parameters")
+        axes.append(Axis("size", tuple(parse_values(sizes, "--sizes", numeric=True))))
+    check_axes(axes)
+    if not axes:
+        raise UsageError("nothing to sweep: give --vary NAME=VALUES (or --sizes)")
+    return axes
+
+
+def _format_of(out: Path | None) -> Format:
+    suffix = out.suffix.lower() if out is not None else ""
+    return {".csv": Format.csv, ".json": Format.json, ".md": Format.markdown
+            }.get(suffix, Format.table)
+
+
+def _check_some_succeeded(result: SweepResult) -> None:
+    failed = result.counts.failed
+    if failed and failed == len(result.rows):
+        first = next(str(r["error"]) for r in result.rows if "error" in r)
+        raise InfeasibleError(f"every point failed ({failed}); the first: {first}")
+    if failed:
+        sys.stderr.write(f"pkbsim: {failed} of {len(result.rows)} points failed (see the "
+                         "error column)\n")
+
+
+def _render(result: SweepResult, fmt: Format) -> str:
+    from pkbsim.report import sweep_report
+
+    renderers: dict[Format, Callable[[SweepResult], str]] = {
+        Format.table: sweep_report.render_table, Format.csv: sweep_report.render_csv,
+        Format.json: sweep_report.render_json,
+        Format.markdown: sweep_report.render_markdown}
+    return renderers[fmt](result)

@@ -1,0 +1,250 @@
+"""Measured kernels against the roofline, the simulator and their causes.
+
+Pure: task instances, a topology, measurements and inspections in; :class:`Comparison` (one
+problem) and :class:`DirectoryComparison` (every problem of a logs folder) out.
+:func:`compare_measured` loads what ``pkbsim compare`` names (a logs folder or CSV, or one
+measured time, and solution files); pkbsim.report.compare_report renders the result.
+
+Per variant: attainment = t_roof / measured, speedup = reference measured / variant measured,
+and the gap ``measured - t_roof`` split into ranked causes by pkbsim.compare.gap.decompose
+(the reference is described by ``reference_inspection``; a candidate by its solution file's
+inspection, else none, so its whole gap is residual).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pkbsim.compare.gap import Gap, decompose, reference_inspection
+from pkbsim.errors import PkbsimError, UsageError
+from pkbsim.inspection import Inspection, inspect_file
+from pkbsim.pkb.logs import MeasuredSet, Measurement, from_value, load_measured
+from pkbsim.task.loader import instantiate, load_task
+from pkbsim.task.schema import TaskInstance
+from pkbsim.topology.schema import Topology
+
+if TYPE_CHECKING:
+    from pkbsim.sim.result import SimResult
+
+NOT_INSPECTED = "(not inspected)"
+REFERENCE_GROUP = "(reference: eager PyTorch + NCCL)"
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """One measured variant (the reference or a candidate) of one problem."""
+
+    variant: str
+    measured_us: float
+    attainment: float  # t_roof / measured
+    speedup_vs_reference: float | None  # reference measured / this measured
+    solution: str | None  # the inspected file (the reference: None)
+    mechanisms: tuple[str, ...] | None  # None: not inspected
+    gap: Gap
+
+    @property
+    def is_reference(self) -> bool:
+        return self.variant == "reference"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    problem: str  # task key
+    topology: str
+    world_size: int
+    t_roof_us: float
+    binding: str
+    predicted_nccl_reference_us: float
+    predicted_custom_best_us: float
+    reference: VariantResult | None
+    candidates: tuple[VariantResult, ...]
+
+    @property
+    def variants(self) -> tuple[VariantResult, ...]:
+        return ((self.reference,) if self.reference else ()) + self.candidates
+
+
+@dataclass(frozen=True)
+class ProblemError:
+    """A problem of a logs folder that could not be compared (the others still are)."""
+
+    problem: str
+    error: str
+
+
+@dataclass(frozen=True)
+class MechanismSummary:
+    mechanism: str  # a vocabulary mechanism, NOT_INSPECTED or REFERENCE_GROUP
+    variants: int
+    median_attainment: float
+
+
+@dataclass(frozen=True)
+class DirectoryComparison:
+    source: str
+    topology: str
+    comparisons: tuple[Comparison, ...]
+    errors: tuple[ProblemError, ...] = ()
+
+    @property
+    def summary(self) -> tuple[MechanismSummary, ...]:
+        return summarize(self.comparisons)
+
+
+# ---------------------------------------------------------------- building
+
+def compare_problem(inst: TaskInstance, topo: Topology, measurements: Sequence[Measurement],
+                    inspections: Mapping[str, Inspection] | None = None, *,
+                    simulate_fixes: bool = True) -> Comparison:
+    """One problem: ``measurements`` of its variants, ``inspections`` by variant name."""
+    if not measurements:
+        raise UsageError(f"no measured time for problem {inst.spec.key}")
+    inspections = inspections or {}
+    ref = next((m for m in measurements if m.is_reference), None)
+    results = []
+    for m in measurements:
+        found = inspections.get(m.variant)
+        if m.is_reference:
+            mapping: Mapping[str, Any] | None = reference_inspection(inst)
+        else:
+            mapping = dataclasses.asdict(found) if found is not None else None
+        gap = decompose(inst, topo, m.time_s, mapping, simulate_fixes=simulate_fixes)
+        mechs = (tuple(mapping["mechanisms"]) if m.is_reference and mapping is not None else
+                 found.mechanisms if found is not None and found.error is None else None)
+        results.append(VariantResult(
+            m.variant, m.time_us, gap.attainment,
+            ref.time_us / m.time_us if ref is not None else None,
+            found.file if found is not None and not m.is_reference else None, mechs, gap))
+    first = results[0].gap
+    reference = next((r for r in results if r.is_reference), None)
+    return Comparison(
+        inst.spec.key, topo.name, inst.world_size, first.t_roof_us, first.binding,
+        first.predicted_nccl_reference_us, first.predicted_custom_best_us, reference,
+        tuple(r for r in results if not r.is_reference))
+
+
+def summarize(comparisons: Sequence[Comparison]) -> tuple[MechanismSummary, ...]:
+    """Median attainment per inspected mechanism (a candidate counts under each it uses), of
+    the candidates not inspected, and of the references."""
+    groups: dict[str, list[float]] = {}
+    for c in comparisons:
+        for v in c.variants:
+            if v.is_reference:
+                keys: Sequence[str] = (REFERENCE_GROUP,)
+            elif v.mechanisms is None:
+                keys = (NOT_INSPECTED,)
+            else:
+                keys = v.mechanisms or ("(no mechanism found)",)
+            for key in keys:
+                groups.setdefault(key, []).append(v.attainment)
+    return tuple(MechanismSummary(k, len(vals), statistics.median(vals))
+                 for k, vals in sorted(groups.items()))
+
+# ---------------------------------------------------------------- from files
+
+def compare_measured(problem: str | None, measured: Path | None, measured_us: float | None,
+                     solution: Path | None, solutions: Path | None, topo: Topology,
+                     world_size: int | None, preset: str, simulate_fixes: bool = True
+                     ) -> DirectoryComparison:
+    """One problem (``problem`` with ``measured_us`` or a ``measured`` logs folder or CSV, and
+    optionally its candidate's ``solution``), or every problem of ``measured`` (``solutions``
+    holding ``<problem stem>_<backend>.py``). In a folder, a problem that cannot be compared
+    (a world size its task refuses, ...) becomes an error row; the others are still compared."""
+    if (measured is None) == (measured_us is None):
+        raise UsageError("give either --measured LOGS|CSV or --measured-us TIME")
+    if problem is not None:
+        return _one_problem(problem, measured, measured_us, solution, solutions, topo,
+                            world_size, preset, simulate_fixes)
+    if measured is None:
+        raise UsageError("--measured-us needs --problem")
+    return _directory(load_measured(measured), solutions, topo, world_size, preset,
+                      simulate_fixes)
+
+
+def reference_timeline(comp: Comparison, topology: str, preset: str) -> SimResult:
+    """The simulator's timeline of PKB's reference for this problem (nccl_reference)."""
+    from pkbsim.sim.run import run_simulation
+
+    return run_simulation(comp.problem, "nccl_reference", topology, comp.world_size, preset,
+                          trace=True)
+
+
+def _one_problem(problem: str, measured: Path | None, measured_us: float | None,
+                 solution: Path | None, solutions: Path | None, topo: Topology,
+                 world_size: int | None, preset: str, simulate_fixes: bool
+                 ) -> DirectoryComparison:
+    if measured_us is not None:
+        found = [from_value(measured_us, problem)]
+        source = "--measured-us"
+    else:
+        assert measured is not None
+        data = load_measured(measured)
+        found = data.for_problem(problem)
+        source = data.source
+        if not found:
+            raise UsageError(f"no measured times for problem {problem!r} (it has "
+                             f"{', '.join(data.problems())})", file=str(measured))
+    inspections = _solution_for(found, solution) if solution is not None else (
+        _from_folder(found, solutions) if solutions is not None else {})
+    comparison = _compare(found, inspections, topo, world_size, preset, simulate_fixes)
+    return DirectoryComparison(source, topo.name, (comparison,))
+
+
+def _directory(data: MeasuredSet, solutions: Path | None, topo: Topology,
+               world_size: int | None, preset: str, simulate_fixes: bool
+               ) -> DirectoryComparison:
+    done: list[Comparison] = []
+    errors: list[ProblemError] = []
+    for problem in data.problems():
+        found = data.for_problem(problem)
+        try:
+            inspections = _from_folder(found, solutions) if solutions is not None else {}
+            done.append(_compare(found, inspections, topo, world_size, preset,
+                                 simulate_fixes))
+        except PkbsimError as exc:
+            errors.append(ProblemError(problem, exc.one_line()))
+    if not done:
+        raise UsageError("no problem could be compared: " + "; ".join(
+            f"{e.problem}: {e.error}" for e in errors), file=data.source)
+    return DirectoryComparison(data.source, topo.name, tuple(done), tuple(errors))
+
+
+def _compare(found: list[Measurement], inspections: Mapping[str, Inspection], topo: Topology,
+             world_size: int | None, preset: str, simulate_fixes: bool) -> Comparison:
+    """The task at ``world_size``, else at the ranks measured, else at the preset's."""
+    ranks = next((m.world_size for m in found if m.world_size is not None), None)
+    w = world_size if world_size is not None else ranks
+    inst = instantiate(load_task(found[0].problem), w, preset)
+    return compare_problem(inst, topo, found, inspections, simulate_fixes=simulate_fixes)
+
+
+def _solution_for(found: list[Measurement], solution: Path) -> dict[str, Inspection]:
+    """``--solution``: the one candidate's, or the candidate named by the file's suffix."""
+    candidates = [m for m in found if not m.is_reference]
+    if not candidates:
+        raise UsageError("--solution given but only the reference was measured",
+                         file=str(solution))
+    if len(candidates) == 1:
+        return {candidates[0].variant: inspect_file(solution)}
+    stem = solution.stem
+    named = [m for m in candidates if stem.endswith(f"_{m.variant}")]
+    if not named:
+        raise UsageError("several candidates measured (" + ", ".join(
+            m.variant for m in candidates) + "): name the file <problem>_<backend>.py",
+            file=str(solution))
+    return {named[0].variant: inspect_file(solution)}
+
+
+def _from_folder(found: list[Measurement], folder: Path) -> dict[str, Inspection]:
+    """``<problem stem>_<backend>.py`` in ``folder`` for each candidate that has one."""
+    out = {}
+    for m in found:
+        path = folder.expanduser() / f"{m.problem}_{m.variant}.py"
+        if not m.is_reference and path.is_file():
+            out[m.variant] = inspect_file(path)
+    return out

@@ -1,0 +1,282 @@
+"""``pkbsim compare`` rendered: a terminal table, Markdown, HTML with the plot embedded, JSON
+(schema ``pkbsim.compare/1``), the attainment and gap-cause plot, and the reference's timeline
+with the measured times marked. The comparison itself is pkbsim.compare.comparison's.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from rich.table import Table
+
+from pkbsim import __version__
+from pkbsim.compare.comparison import (
+    Comparison,
+    DirectoryComparison,
+    MechanismSummary,
+    VariantResult,
+)
+from pkbsim.compare.gap import TERMS
+from pkbsim.report.images import figure_bytes
+from pkbsim.report.text import markdown_table, to_text
+from pkbsim.sim.result import SimResult
+
+SCHEMA = "pkbsim.compare/1"
+TERM_COLOURS = {"roofline": "#4c72b0", "launch_sync_latency": "#dd8452",
+                "mechanism_inefficiency": "#55a868", "excess_bytes": "#c44e52",
+                "missing_overlap": "#8172b3", "host_sync": "#937860",
+                "unfused_pytorch": "#da8bc3", "residual": "#bbbbbb"}
+
+
+# ---------------------------------------------------------------- JSON
+
+def to_dict(c: Comparison) -> dict[str, Any]:
+    return {
+        "problem": c.problem, "topology": c.topology, "world_size": c.world_size,
+        "t_roof_us": c.t_roof_us, "binding": c.binding,
+        "predicted": {"nccl_reference_us": c.predicted_nccl_reference_us,
+                      "custom_best_us": c.predicted_custom_best_us},
+        "variants": [_variant_dict(v) for v in c.variants],
+    }
+
+
+def _variant_dict(v: VariantResult) -> dict[str, Any]:
+    g = v.gap
+    return {
+        "variant": v.variant, "reference": v.is_reference, "measured_us": v.measured_us,
+        "attainment": v.attainment, "speedup_vs_reference": v.speedup_vs_reference,
+        "solution": v.solution,
+        "mechanisms": list(v.mechanisms) if v.mechanisms is not None else None,
+        "gap_us": g.gap_us, "modeled_us": g.modeled_us, "scale": g.scale,
+        "predicted_candidate_us": g.predicted_candidate_us,
+        "causes": [dataclasses.asdict(t) for t in g.terms],
+        "notes": list(g.notes),
+    }
+
+
+def render_json(result: DirectoryComparison) -> str:
+    data = {
+        "schema": SCHEMA, "pkbsim_version": __version__, "source": result.source,
+        "topology": result.topology,
+        "problems": [to_dict(c) for c in result.comparisons],
+        "errors": [dataclasses.asdict(e) for e in result.errors],
+        "summary": [dataclasses.asdict(s) for s in result.summary],
+    }
+    return json.dumps(data, indent=1) + "\n"
+
+
+# ---------------------------------------------------------------- tables (shared cells)
+
+_PROBLEM_HEAD = ("problem", "ranks", "t_roof us", "binding", "pred nccl_ref us",
+                 "pred custom_best us")
+_OVERVIEW_HEAD = ("problem", "variant", "measured us", "attainment", "speedup vs ref",
+                  "top cause")
+_CAUSE_HEAD = ("#", "cause", "us", "share", "evidence", "fix", "pred after fix us")
+_SUMMARY_HEAD = ("mechanism", "variants", "median attainment")
+
+
+def _us(x: float | None) -> str:
+    if x is not None and abs(x) < 5e-4:  # rounding of a zero (e.g. a residual of 1e-15 us)
+        x = 0.0
+    return "-" if x is None else f"{x:,.1f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _problem_rows(comparisons: Sequence[Comparison]) -> list[list[str]]:
+    return [[c.problem, str(c.world_size), _us(c.t_roof_us), c.binding,
+             _us(c.predicted_nccl_reference_us), _us(c.predicted_custom_best_us)]
+            for c in comparisons]
+
+
+def _overview_rows(comparisons: Sequence[Comparison]) -> list[list[str]]:
+    rows = []
+    for c in comparisons:
+        for v in c.variants:
+            top = max(v.gap.terms, key=lambda t: t.time_us)
+            cause = f"{top.name} ({_us(top.time_us)} us)" if top.time_us > 0 else "-"
+            rows.append([c.problem, v.variant, _us(v.measured_us), f"{v.attainment:.1%}",
+                         "-" if v.speedup_vs_reference is None
+                         else f"{v.speedup_vs_reference:.2f}x", cause])
+    return rows
+
+
+def _cause_rows(v: VariantResult) -> list[list[str]]:
+    """The named causes that take time, by size, then the residual (JSON keeps every term)."""
+    shown = [t for t in v.gap.terms if t.time_us > 0 or t.name == "residual"]
+    return [[str(i), t.name, _us(t.time_us), "-" if t.share is None else f"{t.share:.0%}",
+             t.evidence, t.fix or "-", _us(t.predicted_after_fix_us)]
+            for i, t in enumerate(shown, 1)]
+
+
+def _summary_rows(summary: Sequence[MechanismSummary]) -> list[list[str]]:
+    return [[s.mechanism, str(s.variants), f"{s.median_attainment:.1%}"] for s in summary]
+
+
+def _variant_title(c: Comparison, v: VariantResult) -> str:
+    how = ("reference_inspection" if v.is_reference else
+           f"inspected {v.solution}" if v.solution else "no solution file: no inspection")
+    return (f"{c.problem} / {v.variant}: measured {_us(v.measured_us)} us - t_roof "
+            f"{_us(c.t_roof_us)} us = gap {_us(v.gap.gap_us)} us ({how})")
+
+
+def _head(result: DirectoryComparison) -> str:
+    return (f"Measured against the roofline on {result.topology} ({result.source}); "
+            "attainment = t_roof / measured; (pred) = pkbsim simulate")
+
+
+# ---------------------------------------------------------------- terminal table
+
+def render_table(result: DirectoryComparison) -> str:
+
+    parts: list[object] = [_head(result), ""]
+    parts.append(_rich("Per problem (roofline and simulator)", _PROBLEM_HEAD,
+                       _problem_rows(result.comparisons)))
+    parts += ["", _rich("Per variant (measured)", _OVERVIEW_HEAD,
+                        _overview_rows(result.comparisons))]
+    for c in result.comparisons:
+        for v in c.variants:
+            parts += ["", _rich(_variant_title(c, v), _CAUSE_HEAD, _cause_rows(v))]
+            parts += [f"  note: {n}" for n in v.gap.notes]
+    if len(result.comparisons) > 1 or result.errors:
+        parts += ["", _rich("Median attainment per mechanism", _SUMMARY_HEAD,
+                            _summary_rows(result.summary))]
+    parts += [f"error: {e.problem}: {e.error}" for e in result.errors]
+    return to_text(*parts)
+
+
+def _rich(title: str, head: Sequence[str], rows: list[list[str]]) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for name in head:
+        numeric = name.endswith(("us", "attainment", "ref", "share", "variants", "ranks"))
+        table.add_column(name, justify="right" if numeric else "left", overflow="fold",
+                         min_width=len(name) if numeric else None)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+# ---------------------------------------------------------------- Markdown
+
+def render_markdown(result: DirectoryComparison) -> str:
+    lines = [f"# pkbsim compare: {result.topology}", "", _head(result) + ".", "",
+             "## Per problem (roofline and simulator)", ""]
+    lines += markdown_table(_PROBLEM_HEAD, _problem_rows(result.comparisons))
+    lines += ["", "## Per variant (measured)", ""]
+    lines += markdown_table(_OVERVIEW_HEAD, _overview_rows(result.comparisons))
+    for c in result.comparisons:
+        for v in c.variants:
+            lines += ["", f"### {_variant_title(c, v)}", ""]
+            lines += markdown_table(_CAUSE_HEAD, _cause_rows(v))
+            lines += [""] + [f"- note: {n}" for n in v.gap.notes] if v.gap.notes else []
+    lines += ["", "## Median attainment per mechanism", ""]
+    lines += markdown_table(_SUMMARY_HEAD, _summary_rows(result.summary))
+    if result.errors:
+        lines += ["", "## Not compared", ""] + [f"- {e.problem}: {e.error}"
+                                                for e in result.errors]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- HTML
+
+_CSS = ("body{font-family:sans-serif;margin:2em;color:#222}"
+        "table{border-collapse:collapse;margin:0.5em 0 1.5em}"
+        "th,td{border:1px solid #ccc;padding:3px 8px;font-size:13px;vertical-align:top}"
+        "th{background:#f0f0f0;text-align:left}td.n{text-align:right}"
+        "img{max-width:100%}")
+
+
+def render_html(result: DirectoryComparison, png: bytes) -> str:
+    """A standalone page: the tables and ``png`` (comparison_plot) embedded as base64."""
+    esc = html.escape
+    body = [f"<h1>pkbsim compare: {esc(result.topology)}</h1>", f"<p>{esc(_head(result))}</p>",
+            "<h2>Per problem (roofline and simulator)</h2>",
+            _html_table(_PROBLEM_HEAD, _problem_rows(result.comparisons)),
+            "<h2>Per variant (measured)</h2>",
+            _html_table(_OVERVIEW_HEAD, _overview_rows(result.comparisons)),
+            '<img alt="attainment and gap causes" src="data:image/png;base64,'
+            + base64.b64encode(png).decode("ascii") + '">']
+    for c in result.comparisons:
+        for v in c.variants:
+            body += [f"<h3>{esc(_variant_title(c, v))}</h3>",
+                     _html_table(_CAUSE_HEAD, _cause_rows(v))]
+            body += [f"<p>note: {esc(n)}</p>" for n in v.gap.notes]
+    body += ["<h2>Median attainment per mechanism</h2>",
+             _html_table(_SUMMARY_HEAD, _summary_rows(result.summary))]
+    body += [f"<p>error: {esc(e.problem)}: {esc(e.error)}</p>" for e in result.errors]
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pkbsim compare"
+            f"</title><style>{_CSS}</style></head><body>\n" + "\n".join(body)
+            + "\n</body></html>\n")
+
+
+def _html_table(head: Sequence[str], rows: list[list[str]]) -> str:
+    esc = html.escape
+    out = ["<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>"]
+    for row in rows:
+        cells = "".join(f'<td class="n">{esc(x)}</td>' if _numeric(x) else f"<td>{esc(x)}</td>"
+                        for x in row)
+        out.append(f"<tr>{cells}</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def _numeric(text: str) -> bool:
+    return text.replace(",", "").replace(".", "").replace("%", "").replace("x", "").replace(
+        "-", "").replace("e", "").isdigit()
+
+
+# ---------------------------------------------------------------- plots
+
+def comparison_plot(result: DirectoryComparison) -> bytes:
+    """Two panels as PNG: attainment per problem and variant (bars), and each variant's
+    measured time split into roofline, causes and residual (stacked, fractions of measured).
+    The same input gives the same bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = [(c, v) for c in result.comparisons for v in c.variants]
+    labels = [f"{c.problem.split('_', 1)[0]}:{v.variant}" for c, v in bars]
+    xs = list(range(len(bars)))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(6.0, 0.7 * len(bars) + 2), 8),
+                                      dpi=100)
+    top.bar(xs, [v.attainment * 100 for _, v in bars],
+            color=["#999999" if v.is_reference else TERM_COLOURS["roofline"] for _, v in bars])
+    top.set_ylabel("attainment: t_roof / measured (%)")
+    top.set_title(f"Attainment per problem on {result.topology} (grey: PKB's reference)",
+                  fontsize=11)
+    base = [0.0] * len(bars)
+    for name in ("roofline", *TERMS):
+        heights = [_fraction(v, name) for _, v in bars]
+        if any(h > 0 for h in heights):
+            bottom.bar(xs, heights, bottom=base, color=TERM_COLOURS[name], label=name)
+            base = [b + h for b, h in zip(base, heights, strict=True)]
+    bottom.set_ylabel("fraction of measured time")
+    bottom.set_title("Where the measured time goes", fontsize=11)
+    bottom.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    for ax in (top, bottom):
+        ax.set_xticks(xs)
+        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+        ax.grid(True, axis="y", color="#eeeeee", lw=0.6)
+    fig.tight_layout()
+    return figure_bytes(fig, "png", 100)
+
+
+def _fraction(v: VariantResult, name: str) -> float:
+    """A bar segment: t_roof or a cause as a fraction of measured (a negative residual: 0)."""
+    if name == "roofline":
+        return min(v.attainment, 1.0)
+    return max(v.gap.term(name).time_us, 0.0) / v.measured_us
+
+
+def timeline_chart(comp: Comparison, sim: SimResult) -> bytes:
+    """The simulated reference (``sim``, pkbsim.compare.comparison.reference_timeline) with
+    t_roof and each measured variant's time marked from the start of the steady iteration."""
+    from pkbsim.report.gantt import gantt_chart
+
+    marks = (("t_roof", comp.t_roof_us),
+             *((f"measured {v.variant}", v.measured_us) for v in comp.variants))
+    return gantt_chart(sim, "png", marks)
