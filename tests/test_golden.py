@@ -6,15 +6,13 @@ A deliberate model change regenerates them: PKBSIM_UPDATE_GOLDEN=1 pytest tests/
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from jsoncheck import check_golden
+from paths import GOLDEN
 
 from pkbsim.analysis import analyze
 from pkbsim.report.analysis_json import to_dict
 
-GOLDEN = Path(__file__).parent / "golden"
 CASES = [
     ("grpo", "dgx-h100", None, "pkb"),
     ("grpo", "dgx-h100", 4, "blog-16k"),

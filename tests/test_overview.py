@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 from pkbsim.errors import UsageError
 from pkbsim.overview import overview, parallelism_tokens, parse_filters
@@ -186,7 +187,7 @@ def test_generated_docs_are_current() -> None:
     """docs/tasks.md's tables are `pkbsim analyze --all` output; python docs/update.py renews."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "docs" / "update.py"
+    path = ROOT / "docs" / "update.py"
     spec = importlib.util.spec_from_file_location("docs_update", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -197,7 +198,7 @@ def test_generated_docs_are_current() -> None:
 
 
 def test_readme_overview_figures_are_true(cli) -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     rows = cli("analyze", "--all", "--sort", "t_roof", "--reverse", "--filter",
                "parallelism=EP").out.splitlines()[3:8]
     assert "\n".join(rows) in readme

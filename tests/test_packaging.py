@@ -8,9 +8,11 @@ import sys
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import pytest
+from paths import ROOT
 
 
+@pytest.mark.slow
 def test_wheel_carries_data_and_runs_outside_the_repository(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),

@@ -16,7 +16,6 @@ import typer
 from pkbsim.cli.options import world_size_option
 from pkbsim.cli.output import write_output
 from pkbsim.cli.signals import sigterm_as_interrupt
-from pkbsim.pkb.runner import RunOptions, run_problem
 
 
 def run_command(
@@ -39,9 +38,10 @@ def run_command(
     """Check a candidate against PKB's reference and time both, each under torchrun with PKB's
     convention (5 trials, atol = rtol = 1e-2; 500 warm-up and 100 timed iterations); reports
     crash, hang, wrong output and time per rank."""
+    from pkbsim.pkb import runner
     from pkbsim.report.run_report import result_table
 
-    options = RunOptions(world_size=world_size, device=device, timeout_s=timeout)
+    options = runner.RunOptions(world_size=world_size, device=device, timeout_s=timeout)
 
     def started(backend: str, console: Path) -> None:
         sys.stderr.write(f"pkbsim run: {backend} (log {console})\n")
@@ -49,7 +49,7 @@ def run_command(
 
     try:
         with sigterm_as_interrupt():  # a batch system's SIGTERM kills the children too
-            result = run_problem(pkb_root, problem, solution, out, options, on_start=started)
+            result = runner.run_problem(pkb_root, problem, solution, out, options, on_start=started)
     except KeyboardInterrupt:
         sys.stderr.write("pkbsim: interrupted; the run's processes were killed\n")
         raise SystemExit(130) from None

@@ -1,1 +1,2 @@
-"""Renderers: one AnalysisResult, several formats. Only the CLI writes what they return."""
+"""Renderers: finished result objects in, text or bytes out. Nothing here computes a model or
+writes a file; the CLI decides where the output goes."""

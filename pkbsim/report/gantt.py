@@ -9,8 +9,8 @@ from collections import defaultdict
 from typing import Any
 
 from pkbsim.report.images import check_format, deterministic_figures, figure_bytes
-from pkbsim.report.trace import TRACKS, critical_nodes, flow_links, node_lanes
-from pkbsim.sim.result import LinkUse, SimResult
+from pkbsim.report.trace import TRACKS, critical_nodes, node_lanes
+from pkbsim.sim.result import LinkUse, SimResult, flow_links
 from pkbsim.units import format_bytes
 
 MAX_LINKS = 6

@@ -14,33 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from pkbsim import __version__
-from pkbsim.collectives.base import SWITCH
-from pkbsim.placement import fabric_for
-from pkbsim.sim.result import NodeRecord, SimResult
+from pkbsim.sim.result import NodeRecord, SimResult, flow_links
 
 TRACKS = ("host", "stream0")  # first lane of each: tid 0 and 1; extra lanes follow
 Event = dict[str, Any]
-
-
-def flow_links(result: SimResult) -> list[tuple[str, ...]]:
-    """The links each of ``result.flows`` crosses, in the same order.
-
-    Point to point: the fabric's route. Several sources or destinations (NVSwitch multicast,
-    in-switch reduction): each source's port to the switch and each destination's port from it.
-    Compute (no destinations): each source's HBM.
-    """
-    fabric = fabric_for(result.topology)
-    out = []
-    for f in result.flows:
-        if not f.dsts:
-            ids = [f"gpu{r}.hbm" for r in f.srcs]
-        elif len(f.srcs) == 1 and len(f.dsts) == 1:
-            ids = list(fabric.route(f.srcs[0], f.dsts[0]))
-        else:
-            ids = [fabric.route(s, SWITCH)[0] for s in f.srcs]
-            ids += [fabric.route(SWITCH, d)[0] for d in f.dsts]
-        out.append(tuple(dict.fromkeys(ids)))
-    return out
 
 
 def lanes(spans: Sequence[tuple[float, float]]) -> list[int]:

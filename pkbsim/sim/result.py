@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pkbsim.collectives.base import SWITCH
+from pkbsim.placement import fabric_for
 from pkbsim.sim.engine import Collective, Node, Simulation
 from pkbsim.sim.strategies import Builder, CommChoice, Strategy
 from pkbsim.task.schema import CommOp, TaskInstance
@@ -228,3 +230,24 @@ def _critical_path(end: Node, last: int) -> tuple[Segment, ...]:
 
 def _segment(node: Node, why: str) -> Segment:
     return Segment(node.rank, node.track, node.name, _us(node.ready), _us(node.end), why)
+
+
+def flow_links(result: SimResult) -> list[tuple[str, ...]]:
+    """The links each of ``result.flows`` crosses, in the same order.
+
+    Point to point: the fabric's route. Several sources or destinations (NVSwitch multicast,
+    in-switch reduction): each source's port to the switch and each destination's port from it.
+    Compute (no destinations): each source's HBM.
+    """
+    fabric = fabric_for(result.topology)
+    out = []
+    for f in result.flows:
+        if not f.dsts:
+            ids = [f"gpu{r}.hbm" for r in f.srcs]
+        elif len(f.srcs) == 1 and len(f.dsts) == 1:
+            ids = list(fabric.route(f.srcs[0], f.dsts[0]))
+        else:
+            ids = [fabric.route(s, SWITCH)[0] for s in f.srcs]
+            ids += [fabric.route(SWITCH, d)[0] for d in f.dsts]
+        out.append(tuple(dict.fromkeys(ids)))
+    return out

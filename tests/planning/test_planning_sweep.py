@@ -274,6 +274,7 @@ def test_baseline_summary_line_in_the_table(cli: Any) -> None:
             "(2.00x to 4.00x); >= 1.8x in 2, < 1.1x in 0") in got.out
 
 
+@pytest.mark.slow
 def test_sigterm_stops_parent_and_workers_and_keeps_the_file(tmp_path: Path) -> None:
     import os
     import signal

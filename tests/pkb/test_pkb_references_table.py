@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from paths import ROOT
+
 DOC = ROOT / "docs" / "measurements" / "pkb_references_h200_w1.md"
 DATA = Path("docs/measurements/pkb_references_h200_w1")
 

@@ -154,6 +154,7 @@ def test_one_launch_shows_as_host_dispatch() -> None:
         t.latency.host_launch_us)
 
 
+@pytest.mark.slow
 def test_launch_and_unfused_closed_forms_when_the_gpu_binds() -> None:
     """Llama-70B row-parallel GEMM + 128 MiB all-reduce: the GPU's work hides the host's
     dispatch, so each term is its GPU part alone."""
@@ -236,6 +237,7 @@ inspections = st.fixed_dictionaries(
      **{f: st.booleans() for f in FLAGS}})
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(task=st.sampled_from(["1", "13", "83"]), found=inspections,
        factor=st.floats(0.2, 40.0))

@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 import yaml
+from paths import DATA
 
 from pkbsim.topology import Topology, load_topology
 from pkbsim.validation.calibrate import Calibration, calibrate
 from pkbsim.validation.fit import AlphaBetaFit, SaturationFit
 from pkbsim.validation.results import CaseResult, Measurement, Results, dumps, load
 
-DATA = Path(__file__).parent / "data" / "validation"
+DATA = DATA / "validation"
 NOISE = 0.01
 SIZES = [2**k for k in range(10, 31, 2)]  # 1 KiB .. 1 GiB, 11 sizes
 BIG = 256 * 2**20
@@ -192,7 +193,7 @@ def synthetic_results(gpus: int, seed: int = 5) -> Results:
     if gpus > 1:
         cases = [c for c in cases if c.status != "waived"] + _peer_cases(g, truth)
     options = {"synthetic": {"seed": seed, "noise": NOISE, "truth": truth,
-                             "made_by": "tests/test_calibrate.py synthetic_results"}}
+                             "made_by": "tests/validation/test_calibrate.py synthetic_results"}}
     return Results(_env(gpus), tuple(cases), options, f"synthetic_{gpus}gpu.json")
 
 

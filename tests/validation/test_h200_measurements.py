@@ -13,9 +13,9 @@ Regenerate after a model change with:
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 from pkbsim.report import validation_report as vr
 from pkbsim.topology import load_topology
@@ -23,7 +23,6 @@ from pkbsim.validation.calibrate import calibrate
 from pkbsim.validation.error_report import build_report
 from pkbsim.validation.results import load
 
-ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "docs" / "measurements" / "h200"
 CALIBRATED = ROOT / "docs" / "measurements" / "h200-1gpu.yaml"
 

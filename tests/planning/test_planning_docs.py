@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PLANNING = ROOT / "docs" / "planning"
 
 QUESTIONS = {
@@ -21,6 +21,7 @@ QUESTIONS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(QUESTIONS))
 def test_question_output_is_what_the_command_prints(name: str, tmp_path: Path) -> None:
     out = tmp_path / name

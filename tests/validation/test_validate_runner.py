@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 from pkbsim import processes
 from pkbsim.errors import UsageError
@@ -29,8 +30,6 @@ from pkbsim.validation.runner import (
     run_suite,
     waiver,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # A fake validate/: environment.py reports FAKE_GPUS GPUs on host FAKE_HOST.
 FAKE_ENVIRONMENT = """
@@ -272,6 +271,7 @@ def test_crash_keeps_what_was_measured(scripts: Path, tmp_path: Path) -> None:
     assert c.error == "exit 3: some progress | boom: the device is on fire"
 
 
+@pytest.mark.slow
 def test_hang_times_out_and_its_process_group_dies(scripts: Path, tmp_path: Path) -> None:
     start = time.monotonic()
     res = run_suite([case("x.hang", "hang.py")], tmp_path, timeout_s=2.0, scripts=scripts)
@@ -381,6 +381,7 @@ def test_ctrl_c_kills_the_case_and_keeps_the_others(scripts: Path, tmp_path: Pat
     assert wait_gone(int(pid_file.read_text()))
 
 
+@pytest.mark.slow
 def test_torchrun_case_times_out_with_its_workers(scripts: Path, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
@@ -438,6 +439,7 @@ def test_cli_list(cli) -> None:
     assert "hbm.copy_engine" not in r.out
 
 
+@pytest.mark.slow
 def test_cli_runs_and_waives_without_a_gpu(cli, tmp_path: Path) -> None:
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has GPUs")

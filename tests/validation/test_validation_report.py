@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from jsoncheck import get
+from paths import ROOT
 
 from pkbsim.report.validation_report import (
     SCHEMA,
@@ -25,7 +26,6 @@ from pkbsim.validation.error_report import build_report
 from pkbsim.validation.predict import explain, predict
 from pkbsim.validation.results import CaseResult, Measurement, Results, dumps, measurement
 
-ROOT = Path(__file__).resolve().parents[1]
 KiB, MiB = 1024, 1024 * 1024
 US = 1e-6
 

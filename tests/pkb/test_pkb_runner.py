@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from paths import ROOT
 
 from pkbsim import processes
 from pkbsim.cli import run as run_cmd
@@ -35,7 +36,6 @@ from pkbsim.pkb.runner import (
 
 torch = pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "pkb_tiny"
 SOLUTIONS = TINY / "solutions"
 SCRIPT = ROOT / "validate" / "pkb_run.py"
@@ -88,6 +88,7 @@ def tiny_inputs(rank: int, trial: int) -> torch.Tensor:
 
 # --- through torchrun --------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_run_command_times_both_in_pkbs_format(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
@@ -122,6 +123,7 @@ def test_run_command_times_both_in_pkbs_format(tmp_path: Path,
         assert {s["status"] for s in statuses(out, backend).values()} == {"ok"}
 
 
+@pytest.mark.slow
 def test_wrong_candidate_stops_before_timing(tmp_path: Path) -> None:
     problem = find_problem(TINY, STEM)
     result = run_variant(problem, SOLUTIONS / f"{STEM}_wrong.py", "wrong", tmp_path, QUICK,
@@ -133,6 +135,7 @@ def test_wrong_candidate_stops_before_timing(tmp_path: Path) -> None:
     assert not list(result.logs_dir.glob("rank_*_perf.json"))
 
 
+@pytest.mark.slow
 def test_crash_names_the_rank_that_failed_first(tmp_path: Path) -> None:
     problem = find_problem(TINY, STEM)
     result = run_variant(problem, SOLUTIONS / f"{STEM}_crash.py", "crash", tmp_path, QUICK,
@@ -143,6 +146,7 @@ def test_crash_names_the_rank_that_failed_first(tmp_path: Path) -> None:
     assert result.ranks == ()
 
 
+@pytest.mark.slow
 def test_hang_is_killed_with_its_whole_tree(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(processes, "KILL_GRACE_S", 1.0)  # the grace of run_in_group
@@ -176,7 +180,7 @@ def test_run_command_fails_with_the_table(tmp_path: Path, monkeypatch: pytest.Mo
         seen.append(args[4])
         return result
 
-    monkeypatch.setattr(run_cmd, "run_problem", fake_run)
+    monkeypatch.setattr(pkb_runner, "run_problem", fake_run)
     with pytest.raises(SystemExit) as info:
         run_cmd.run_command(TINY, "1", SOLUTIONS / f"{STEM}_ok.py", 4, tmp_path, 30.0, "cuda")
     assert info.value.code == 1

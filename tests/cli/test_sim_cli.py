@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from jsoncheck import get
+from paths import ROOT
 
 from pkbsim.sim.run import run_simulation
 
-ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = ["schema", "task.id", "topology.name", "world_size", "preset", "strategy.name",
             "strategy.pieces", "iterations", "predicted_us", "per_rank_us", "slowest_rank",
             "bound_by", "roofline.t_roof_us", "ops", "links", "sm_utilization",
@@ -151,6 +151,7 @@ def test_analyze_reports_predictions(cli) -> None:
     assert "nccl_reference        228 us  bound by host" in table
 
 
+@pytest.mark.slow
 def test_simulate_as_a_new_process(tmp_path: Path) -> None:
     gantt = tmp_path / "g.svg"
     done = subprocess.run([sys.executable, "-m", "pkbsim", "simulate", "--task", "grpo",
@@ -185,7 +186,7 @@ def test_docs_what_if_table_is_true() -> None:
         t_roof = roofline(ref.instance, ref.topology).t_roof_s * 1e6
         row = f"| {label} | {t_roof:.0f} | {ref.predicted_us:.0f} | {best.predicted_us:.0f} |"
         assert row in text, row
-    assert re.search(r"what-if table: checked by tests/test_sim_cli.py", text)
+    assert re.search(r"what-if table: checked by tests/cli/test_sim_cli.py", text)
 
 
 def test_per_gpu_nvlink_bandwidth_what_if(cli) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import DATA, ROOT
 
 from pkbsim.cli.compare import compare_command
 from pkbsim.compare.comparison import (
@@ -26,7 +27,7 @@ from pkbsim.report.compare_report import SCHEMA, comparison_plot
 from pkbsim.task.loader import instantiate, load_task
 from pkbsim.topology import load_topology
 
-DATA = Path(__file__).parent / "data"
+DATA = DATA
 LOGS = DATA / "pkb_logs" / "logs"
 ONE_SHOT = DATA / "solutions" / "one_shot_cuda.py"  # sm_peer_ldst, one_shot
 
@@ -210,7 +211,7 @@ def test_timeline_marks_measured_times(cli, tmp_path: Path) -> None:
     from pkbsim.report.gantt import gantt_chart
     from pkbsim.sim.run import run_simulation
 
-    logs = Path(__file__).resolve().parents[1] / "docs/measurements/pkb_run_h200_w1/logs"
+    logs = ROOT / "docs/measurements/pkb_run_h200_w1/logs"
     a, b = tmp_path / "a.png", tmp_path / "b.png"
     for path in (a, b):
         done = cli("compare", "--problem", "1", "--measured", str(logs), "--topology",

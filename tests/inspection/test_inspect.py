@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from paths import DATA
 
 from pkbsim.cli.inspect import inspect_command
 from pkbsim.errors import PkbsimError, UsageError
@@ -16,7 +17,7 @@ from pkbsim.inspection.solution import InspectError, Inspection, inspect_path, i
 from pkbsim.inspection.vocab import FLAGS, MECHANISMS
 from pkbsim.report.inspect_report import SCHEMA
 
-SOLUTIONS = Path(__file__).parent / "data" / "solutions"
+SOLUTIONS = DATA / "solutions"
 
 # file -> (mechanisms, nccl_on_hot_path, custom_kernels, flags set, evidence name -> lines)
 EXPECTED: dict[str, tuple[list[str], list[str], int, set[str], dict[str, list[int]]]] = {
@@ -434,7 +435,7 @@ def test_cli_inspect_end_to_end(cli, tmp_path: Path) -> None:
     """`pkbsim inspect DIR --format json --out FILE` through the real entry point; a missing
     path is one stderr line and exit 2."""
     out = tmp_path / "inspect.json"
-    folder = Path(__file__).resolve().parent / "data" / "solutions"
+    folder = DATA / "solutions"
     result = cli("inspect", str(folder), "--format", "json", "--out", str(out))
     assert result.code == 0, result.err
     data = json.loads(out.read_text())

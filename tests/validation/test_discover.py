@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from paths import DATA
 
 from pkbsim.errors import PkbsimError, UsageError
 from pkbsim.topology import load_topology
@@ -24,7 +25,7 @@ from pkbsim.validation.discover import (
 )
 from pkbsim.validation.results import CaseResult, Results, dumps
 
-DATA = Path(__file__).resolve().parent / "data" / "topo"
+DATA = DATA / "topo"
 HOST, DATE = "node-a", "2026-12-03T10:00:00+00:00"
 TOPO = f"discovered: nvidia-smi topo -m on {HOST}, {DATE}: "
 NVML = f"discovered: NVML on {HOST}, {DATE}: "

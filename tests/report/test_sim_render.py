@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from pkbsim.report.gantt import gantt_chart, shown_ranks, title
-from pkbsim.report.trace import chrome_trace, flow_links, lanes
-from pkbsim.sim.result import FlowRecord, SimResult
+from pkbsim.report.trace import chrome_trace, lanes
+from pkbsim.sim.result import FlowRecord, SimResult, flow_links
 from pkbsim.sim.run import run_simulation
 
 EPS = 1e-6
@@ -168,6 +168,7 @@ def test_gantt_png_is_deterministic(result: SimResult) -> None:
     assert png == gantt_chart(result, "png")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt, magic", [("svg", b"<?xml"), ("pdf", b"%PDF")])
 def test_gantt_vector_formats(untraced: SimResult, fmt: str, magic: bytes) -> None:
     data = gantt_chart(untraced, fmt)

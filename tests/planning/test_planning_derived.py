@@ -88,6 +88,7 @@ def test_crossover_closed_form() -> None:
     assert c.above_time_us <= c.below_time_us
 
 
+@pytest.mark.slow
 def test_crossover_modes_on_dgx_h100() -> None:
     topo = load_topology("dgx-h100")
     algs = crossovers(topo, "all_reduce", 8, "algorithms", 2**10, 2**26)
@@ -105,6 +106,7 @@ def _nvls_comm_s(m_rows: int, n_cols: int) -> float:
     return 9 / 8 * 2 * m_rows * n_cols / (eta * B)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_cols, direction", [(1024, "down"), (64, "up")])
 def test_latency_exit_closed_form(n_cols: int, direction: str) -> None:
     topo = load_topology("dgx-h100")
@@ -123,6 +125,7 @@ def test_latency_exit_closed_form(n_cols: int, direction: str) -> None:
     assert row["binding"] == "comm"
 
 
+@pytest.mark.slow
 def test_sm_split_returns_the_argmin_of_its_curve() -> None:
     res = sm_split(Target(task="13"))
     times = {p.sms: p.time_us for p in res.curve}
@@ -155,6 +158,7 @@ def test_cli_threshold_and_crossover() -> None:
     assert "direct/sm_ldst" in run.stdout and "35.1 MiB" in run.stdout
 
 
+@pytest.mark.slow
 def test_cli_sm_split_and_latency_exit() -> None:
     run = _pkbsim("sm-split", "--task", "13", "--format", "json")
     assert run.returncode == 0, run.stderr

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 from jsoncheck import get
-
-ROOT = Path(__file__).resolve().parents[1]
+from paths import ROOT
 
 CONTRACT = ["task.id", "task.name", "topology.name", "world_size", "preset", "ops",
             "roofline.t_comm_us", "roofline.t_comm_line_rate_us", "roofline.t_mem_us",

@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "pkb_tiny"
 
 
+@pytest.mark.slow
 def test_references_are_timed_in_pkb_format(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     summary = tmp_path / "summary.json"
@@ -34,6 +35,7 @@ def test_references_are_timed_in_pkb_format(tmp_path: Path) -> None:
             assert perf["iterations"] == 100 and perf["wall_time_ms"] > 0
 
 
+@pytest.mark.slow
 def test_call_profile_and_spread_on_cpu() -> None:
     torch = pytest.importorskip("torch")
     sys.path.insert(0, str(ROOT / "validate"))

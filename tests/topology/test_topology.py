@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from paths import ROOT
 
 from pkbsim.errors import TopologyError
 from pkbsim.topology import list_topologies, load_topology
 from pkbsim.topology.loader import parse_topology
 
-ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ["dgx-h100", "dgx-h200", "hgx-b200", "gb200-nvl72", "dgx-a100", "pcie-l40s-8",
            "h100-ib-2node"]
 

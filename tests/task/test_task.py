@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from paths import ROOT
 
 from pkbsim.errors import InfeasibleError, TaskError, UsageError
 from pkbsim.task.loader import find_task, instantiate, load_task
 from pkbsim.task.schema import CommOp, ComputeOp
 
-ROOT = Path(__file__).resolve().parents[1]
 GRPO = ROOT / "tasks" / "83_vocab_parallel_log_prob_topk_chunked.yaml"
 
 

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from paths import DATA
 
 from pkbsim.pkb.logs import (
     MeasurementError,
@@ -17,7 +18,7 @@ from pkbsim.pkb.logs import (
     read_pkb_logs,
 )
 
-DATA = Path(__file__).parent / "data" / "pkb_logs"
+DATA = DATA / "pkb_logs"
 LOGS = DATA / "logs"
 P1 = "1_allreduce"
 P83 = "83_vocab_parallel_log_prob_topk_chunked"

@@ -38,6 +38,7 @@ def test_importance_sampling_reduce_ops_and_dtypes() -> None:
     assert [op.dtype for op in ops] == ["fp32"] + ["bf16"] * 6
 
 
+@pytest.mark.slow
 def test_all_tasks_analyze_everywhere() -> None:
     """Every task, every preset, every topology, at W = 8, 4 and 2 where the task allows it."""
     topologies = [load_topology(n) for n in list_topologies()]

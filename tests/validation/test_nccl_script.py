@@ -14,13 +14,13 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from paths import ROOT
 
 from pkbsim.collectives.bandwidth import BUSBW_FACTOR
 from pkbsim.validation.runner import parse_measurement
 
 torch = pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "validate" / "nccl_collectives.py"
 ALL = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
        "gather", "scatter", "send_recv"]
@@ -56,6 +56,7 @@ def split(lines: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, 
     return [line["measurement"] for line in lines if "measurement" in line], data
 
 
+@pytest.mark.slow
 def test_two_ranks_every_collective(tmp_path: Path) -> None:
     proc, lines = run(tmp_path, 2, "--case", "nccl.collectives", "--backend", "gloo", "--quick",
                       "--max-bytes", "65536")
@@ -81,6 +82,7 @@ def test_two_ranks_every_collective(tmp_path: Path) -> None:
         assert p["nccl_algo"] is None and p["nccl_proto"] is None and p["calls"] == 20
 
 
+@pytest.mark.slow
 def test_three_ranks_round_shards_and_record_nccl_env(tmp_path: Path) -> None:
     proc, lines = run(tmp_path, 3, "--case", "nccl.nvls", "--backend", "gloo",
                       "--collectives", "all_gather,all_to_all,reduce_scatter,send_recv",
@@ -98,6 +100,7 @@ def test_three_ranks_round_shards_and_record_nccl_env(tmp_path: Path) -> None:
     assert measurements[0]["repeats"] == 10  # not --quick
 
 
+@pytest.mark.slow
 def test_one_process_without_torchrun(tmp_path: Path) -> None:
     proc, lines = run(tmp_path, None, "--case", "nccl.collectives", "--max-bytes", "1024")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -109,6 +112,7 @@ def test_one_process_without_torchrun(tmp_path: Path) -> None:
                if m["params"]["collective"] in ("all_reduce", "all_gather"))
 
 
+@pytest.mark.slow
 def test_bad_arguments(tmp_path: Path) -> None:
     proc, lines = run(tmp_path, None, "--case", "x", "--collectives", "all_reduce,allreduce")
     assert proc.returncode == 2 and lines == []

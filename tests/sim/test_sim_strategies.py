@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from paths import ROOT
 
 from pkbsim.analysis import analyze
 from pkbsim.collectives import ALGORITHMS
@@ -22,7 +23,6 @@ from pkbsim.task.loader import instantiate, list_tasks, load_task
 from pkbsim.task.schema import CommOp
 from pkbsim.topology.loader import load_topology
 
-ROOT = Path(__file__).resolve().parents[1]
 US = 1e-6
 
 
@@ -109,6 +109,7 @@ def test_host_syncs_become_sync_nodes_after_the_gpu_work() -> None:
 
 # ------------------------------------------------------------------ custom_best vs reference
 
+@pytest.mark.slow
 def test_custom_best_never_slower_than_reference_on_any_shipped_task() -> None:
     """Every task at its default world size, preset pkb, dgx-h100; both also sit on or above
     the roofline."""

@@ -1,21 +1,19 @@
 """Golden simulations: the simulator is deterministic, so its JSON is pinned field by field.
 
-A deliberate model change regenerates them: PKBSIM_UPDATE_GOLDEN=1 pytest tests/test_sim_golden.py
+A deliberate model change regenerates them: PKBSIM_UPDATE_GOLDEN=1 pytest tests/sim/test_sim_golden.py
 (then review the diff of tests/golden/ before committing).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from jsoncheck import check_golden
+from paths import GOLDEN
 
 from pkbsim.report.sim_report import to_dict
 from pkbsim.roofline import roofline
 from pkbsim.sim.run import run_simulation
 
-GOLDEN = Path(__file__).parent / "golden"
 CASES = [
     ("grpo", "nccl_reference", "dgx-h100", None, "pkb"),
     ("grpo", "custom_best", "dgx-h100", None, "pkb"),
