@@ -355,6 +355,9 @@ def test_probe_failure(scripts: Path, tmp_path: Path) -> None:
 
 
 def test_ctrl_c_kills_the_case_and_keeps_the_others(scripts: Path, tmp_path: Path) -> None:
+    # Ctrl-C as a terminal delivers it, even where this runs as a background job (which a
+    # shell starts with SIGINT ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     pid_file = tmp_path / "raw" / "x.hang.jsonl.pid"
     stop = threading.Event()
 
@@ -374,6 +377,7 @@ def test_ctrl_c_kills_the_case_and_keeps_the_others(scripts: Path, tmp_path: Pat
     finally:
         stop.set()
         thread.join()
+        signal.signal(signal.SIGINT, previous)
     res = load(tmp_path)
     assert [(c.key, c.status, c.error) for c in res.cases] == [
         ("x.ok", "ok", None), ("x.hang", "failed", "interrupted")]
