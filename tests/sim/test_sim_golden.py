@@ -1,6 +1,7 @@
 """Golden simulations: the simulator is deterministic, so its JSON is pinned field by field.
 
-A deliberate model change regenerates them: PKBSIM_UPDATE_GOLDEN=1 pytest tests/sim/test_sim_golden.py
+A deliberate model change regenerates them:
+PKBSIM_UPDATE_GOLDEN=1 pytest tests/sim/test_sim_golden.py
 (then review the diff of tests/golden/ before committing).
 """
 
