@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pkbsim.bounds import check_option, parse_number
 from pkbsim.errors import UsageError
 from pkbsim.roofline import Roofline, roofline
 from pkbsim.task.loader import instantiate, load_task
@@ -44,12 +45,7 @@ def split_overrides(sets: Mapping[str, str], spec: TaskSpec
         if "." in key:
             topo[key] = _topology_value(key, text)
             continue
-        try:
-            number = float(text)
-        except ValueError:
-            raise UsageError(f"--set {key}={text}: expected a number") from None
-        task[key] = int(number) if number.is_integer() and "." not in text and "e" not in \
-            text.lower() else number
+        task[key] = parse_number(text, field=f"--set {key}")
     return task, topo  # instantiate() rejects unknown task keys
 
 
@@ -63,14 +59,17 @@ def split_topology_overrides(sets: Mapping[str, str]) -> dict[str, object]:
 
 
 def _topology_value(key: str, text: str) -> object:
+    """true/false, a number (checked by the field's range when the topology loads), or text
+    (the field's own type check names it)."""
     lowered = text.strip().lower()
     if lowered in ("true", "false"):
         return lowered == "true"
     try:
-        number = float(text)
-    except ValueError:
+        return parse_number(text, field=f"--set {key}")
+    except UsageError:
+        if lowered.lstrip("+-") in ("nan", "inf", "infinity") or text.strip()[:1].isdigit():
+            raise
         return text
-    return int(number) if number.is_integer() and "." not in text else number
 
 
 def analyze(task: str, topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
@@ -81,8 +80,8 @@ def analyze(task: str, topology: str = DEFAULT_TOPOLOGY, world_size: int | None 
     task_sets, topo_sets = split_overrides(sets or {}, spec)
     topo = load_topology(topology, topo_sets)
     inst = instantiate(spec, world_size, preset, task_sets)
-    if measured_us is not None and measured_us <= 0:
-        raise UsageError(f"--measured-us must be above 0, got {measured_us:g}")
+    if measured_us is not None:
+        check_option(measured_us, "measured_us", "--measured-us")
     bounds = roofline(inst, topo)
     predictions: dict[str, SimResult] = {}
     if predict:

@@ -13,9 +13,20 @@ class PkbsimError(Exception):
         self.field = field
 
     def one_line(self) -> str:
+        """FILE: FIELD: MESSAGE on one line; a word over LONG_WORD characters (a value someone
+        typed, 5,000 digits long) is shortened in the middle."""
         where = ": ".join(part for part in (self.file, self.field) if part)
         text = f"{where}: {self.message}" if where else self.message
-        return " ".join(text.split())
+        return " ".join(shorten(word) for word in text.split())
+
+
+LONG_WORD = 200
+
+
+def shorten(word: str) -> str:
+    if len(word) <= LONG_WORD:
+        return word
+    return f"{word[:60]}...{word[-20:]} ({len(word):,} characters)"
 
 
 class TopologyError(PkbsimError):

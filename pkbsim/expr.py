@@ -131,7 +131,23 @@ def evaluate(value: str | Number | bool, env: Mapping[str, Number]) -> Number:
         return int(result)
     if not isinstance(result, (int, float)):
         raise ExpressionError(f"expression {value!r} did not give a number")
+    if isinstance(result, float) and not math.isfinite(result):
+        raise ExpressionError(f"expression {value!r} is not a finite number ({result})")
     return result
+
+
+MAX_INT_BITS = 4096  # integers past this are no size pkbsim can use
+
+
+def _too_big(left: Any, right: Any, op: ast.operator) -> bool:
+    """Would an integer result pass MAX_INT_BITS (checked before computing it)?"""
+    if not (isinstance(left, int) and isinstance(right, int)):
+        return False
+    if isinstance(op, ast.Pow):
+        return right > 0 and left.bit_length() * right > MAX_INT_BITS
+    if isinstance(op, ast.LShift):
+        return left.bit_length() + right > MAX_INT_BITS
+    return left.bit_length() + right.bit_length() > MAX_INT_BITS + 1
 
 
 def _eval(node: ast.expr, env: Mapping[str, Number], text: str) -> Any:
@@ -148,6 +164,8 @@ def _eval(node: ast.expr, env: Mapping[str, Number], text: str) -> Any:
         left, right = _eval(node.left, env, text), _eval(node.right, env, text)
         if isinstance(node.op, ast.Pow) and abs(right) > 64:
             raise ExpressionError(f"expression {text!r} has an exponent above 64")
+        if isinstance(node.op, (ast.Pow, ast.Mult, ast.LShift)) and _too_big(left, right, node.op):
+            raise ExpressionError(f"expression {text!r} grows beyond {MAX_INT_BITS} bits")
         return _BINOPS[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp):
         return _UNARY[type(node.op)](_eval(node.operand, env, text))

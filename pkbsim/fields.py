@@ -10,20 +10,35 @@ from typing import Any
 
 import yaml
 
+from pkbsim.bounds import Quantity, check, range_for, show
 from pkbsim.errors import PkbsimError
+from pkbsim.inputs import check_nesting, read_bytes
 
 # the C loader is several times faster; fall back where libyaml is absent
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _MISSING = object()
 
 
+class _Loader(_Base):  # type: ignore[misc]
+    """The safe loader, refusing a key that appears twice in one mapping."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) or key is None:
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml(path: Path, error: type[PkbsimError]) -> tuple[Mapping[str, Any], str]:
-    """Parse ``path``; return the top-level mapping and the file's sha256."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise error(f"cannot read file: {exc.strerror}", file=str(path)) from None
+    """Parse ``path`` (a regular file of bounded size); return the top-level mapping and the
+    file's sha256. Duplicate keys, deep nesting and unreadable numbers are errors."""
+    raw = read_bytes(path, error=error)
     try:
         data = yaml.load(raw, Loader=_Loader)
     except yaml.YAMLError as exc:
@@ -31,8 +46,14 @@ def load_yaml(path: Path, error: type[PkbsimError]) -> tuple[Mapping[str, Any], 
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise error(f"not valid YAML{where}: {problem}", file=str(path)) from None
+    except RecursionError:
+        raise error("not valid YAML: nested too deeply", file=str(path)) from None
+    except (ValueError, OverflowError) as exc:  # e.g. an integer of 5,000 digits
+        raise error(f"not valid YAML: {' '.join(str(exc).split())[:200]}",
+                    file=str(path)) from None
     if not isinstance(data, Mapping):
         raise error("expected a mapping at the top level", file=str(path))
+    check_nesting(data, file=str(path), error=error)
     return data, hashlib.sha256(raw).hexdigest()
 
 
@@ -65,28 +86,32 @@ class Fields:
 
     def num(self, key: str, default: Any = _MISSING, *, lo: float | None = None,
             hi: float | None = None, lo_open: bool = False) -> float:
+        """A finite number in the range of the field's unit (``bounds.range_for``), narrowed
+        by ``lo`` and ``hi``."""
         value = self.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(key, f"expected a number, got {value!r}")
-        if lo is not None and (value < lo or (lo_open and value == lo)):
-            bound = f"> {lo:g}" if lo_open else f">= {lo:g}"
-            raise self.fail(key, f"expected a number {bound}, got {value!r}")
-        if hi is not None and value > hi:
-            raise self.fail(key, f"expected a number <= {hi:g}, got {value!r}")
-        return float(value)
+            raise self.fail(key, f"expected a number, got {show(value)}")
+        return float(check(value, self._range(key, False, lo, hi, lo_open), source=self.file,
+                           field=self._where(key), error=self.error))
 
     def integer(self, key: str, default: Any = _MISSING, *, lo: int | None = None) -> int:
+        """A whole number in the range of the field's quantity, at least ``lo``."""
         value = self.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(key, f"expected an integer, got {value!r}")
-        if lo is not None and value < lo:
-            raise self.fail(key, f"expected an integer >= {lo}, got {value!r}")
-        return value
+            raise self.fail(key, f"expected an integer, got {show(value)}")
+        return int(check(value, self._range(key, True, lo, None, False), source=self.file,
+                         field=self._where(key), error=self.error))
+
+    def _range(self, key: str, integer: bool, lo: float | None, hi: float | None,
+               lo_open: bool) -> Quantity:
+        q = range_for(self._where(key), integer)
+        return Quantity(q.name, q.lo if lo is None else lo, q.hi if hi is None else hi,
+                        integer, q.lo_open if lo is None else lo_open, q.what)
 
     def text(self, key: str, default: Any = _MISSING, *, choices: tuple[str, ...] = ()) -> str:
         value = self.raw(key, default)
         if not isinstance(value, str):
-            raise self.fail(key, f"expected text, got {value!r}")
+            raise self.fail(key, f"expected text, got {show(value)}")
         if choices and value not in choices:
             raise self.fail(key, f"expected one of {', '.join(choices)}, got {value!r}")
         return value
@@ -149,3 +174,4 @@ class Fields:
             allowed = sorted(self.used)
             raise self.fail(str(unknown[0]), "unknown field" + (
                 f"; expected one of: {', '.join(allowed)}" if allowed else ""))
+

@@ -1,20 +1,21 @@
-"""Child processes that must not outlive their job: each command in a session of its own,
-its output in a log, a time limit after which its whole process tree is killed.
+"""Child processes that must not outlive their job: each command under a guard in a session of
+its own, its output in a log, a time limit after which its whole process tree is killed, and
+nothing left behind when pkbsim itself dies (pkbsim.guard).
 
 The validation runner, ``pkbsim run`` and the probes start every child through here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import signal
 import subprocess
-import time
+import sys
 from pathlib import Path
 from typing import Any
 
+from pkbsim import guard
 from pkbsim.files import open_stream
 
 # Multicast (NVLS) off: it can disrupt other jobs on a shared node.
@@ -27,14 +28,15 @@ ERROR_CHARS = 400
 
 def run_in_group(cmd: list[str], log: Path, env: dict[str, str], timeout_s: float
                  ) -> int | None:
-    """Run ``cmd`` in a session of its own, its output in ``log`` after a ``$ cmd`` line. The
-    exit code, or None when it ran past ``timeout_s`` (its process groups killed). On Ctrl-C
-    the groups are stopped and KeyboardInterrupt re-raised; leftovers of a finished run are
-    stopped too (they must not hold a GPU)."""
+    """Run ``cmd`` under a guard (pkbsim.guard) in a session of its own, its output in ``log``
+    after a ``$ cmd`` line. The exit code, or None when it ran past ``timeout_s`` (its process
+    tree killed). On Ctrl-C the tree is stopped and KeyboardInterrupt re-raised; leftovers of a
+    finished run are stopped by the guard (they must not hold a GPU); if pkbsim dies, even by
+    SIGKILL, the guard kills the tree."""
     with open_stream(log) as handle:
         handle.write(f"$ {shlex.join(cmd)}\n".encode())
         handle.flush()
-        proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(guarded(cmd), stdout=handle, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         try:
             code = proc.wait(timeout=timeout_s)
@@ -44,9 +46,21 @@ def run_in_group(cmd: list[str], log: Path, env: dict[str, str], timeout_s: floa
         except KeyboardInterrupt:
             stop_group(proc, KILL_GRACE_S)
             raise
-    if _group_alive(proc.pid):
-        stop_group(proc, 2.0)
     return code
+
+
+def guarded(cmd: list[str]) -> list[str]:
+    """``cmd`` run by the guard script, which dies with this process and takes the tree along."""
+    return [sys.executable, str(Path(guard.__file__)), str(os.getpid()), f"{KILL_GRACE_S:g}",
+            "--", *cmd]
+
+
+def run_short(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """A short Python script's exit code and output (environment and topology probes): no GPU
+    multicast, killed when it runs past ``timeout_s`` (TimeoutExpired) or when pkbsim dies."""
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False,
+                          stdin=subprocess.DEVNULL, env={**os.environ, **NO_MULTICAST},
+                          preexec_fn=guard.die_with_parent)
 
 
 def exit_text(code: int) -> str:
@@ -59,81 +73,12 @@ def exit_text(code: int) -> str:
 
 
 def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
-    """SIGTERM the process group of ``proc`` and of each of its descendants (torchrun starts
+    """SIGTERM ``proc``, its process group and every descendant with its group (torchrun starts
     each worker in a session of its own), SIGKILL whatever is left after ``grace_s``."""
-    tree = _descendants(proc.pid)
-    groups = ({proc.pid} | {pgrp for _, pgrp in tree}) - {os.getpgrp()}
-    for group in groups:
-        _signal_group(group, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None and not any(_alive(pid) for pid, _ in tree):
-            break
-        time.sleep(0.05)
-    for group in groups:
-        _signal_group(group, signal.SIGKILL)
-    for pid, _ in tree:  # any that left its group
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+    guard.signal_group(proc.pid, signal.SIGTERM)
+    guard.kill_tree(proc.pid, grace_s)
+    guard.signal_group(proc.pid, signal.SIGKILL)
     proc.wait()
-
-
-def _descendants(pid: int) -> list[tuple[int, int]]:
-    """(pid, process group) of every descendant of ``pid``; empty where /proc is missing."""
-    children: dict[int, list[tuple[int, int]]] = {}
-    proc_dir = Path("/proc")
-    for entry in proc_dir.iterdir() if proc_dir.is_dir() else ():
-        if not entry.name.isdigit():
-            continue
-        stat = _stat(int(entry.name))
-        if stat:
-            children.setdefault(int(stat[1]), []).append((int(entry.name), int(stat[2])))
-    found: list[tuple[int, int]] = []
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child[0])
-    return found
-
-
-def _stat(pid: int) -> list[str]:
-    """/proc/PID/stat after the command name: state, ppid, pgrp, ...; [] when gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return []
-    return text.rsplit(")", 1)[1].split()
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie is not)."""
-    if Path("/proc").is_dir():
-        stat = _stat(pid)
-        return bool(stat) and stat[0] not in ("Z", "X")
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def read_tail(path: Path, max_bytes: int = 65536) -> str:

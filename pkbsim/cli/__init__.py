@@ -20,13 +20,14 @@ from pkbsim.cli import (
     compare,
     discover,
     inspect,
+    limits,
     plan,
     run,
     simulate,
     sweep,
     validate,
 )
-from pkbsim.errors import PkbsimError
+from pkbsim.errors import PkbsimError, shorten
 
 Command = Callable[..., Any]
 
@@ -41,6 +42,7 @@ COMMANDS: tuple[tuple[str, Command], ...] = (
     ("inspect", inspect.inspect_solutions),
     ("compare", compare.compare),
     ("sweep", sweep.sweep),
+    ("limits", limits.limits),
 )
 # (name, help, its commands)
 GROUPS: tuple[tuple[str, str, tuple[tuple[str, Command], ...]], ...] = (
@@ -114,5 +116,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _fail(message: str, code: int = 2) -> None:
-    sys.stderr.write(f"pkbsim: error: {' '.join(message.split())}\n")
+    sys.stderr.write(f"pkbsim: error: {' '.join(shorten(w) for w in message.split())}\n")
     sys.exit(code)

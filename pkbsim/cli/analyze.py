@@ -15,6 +15,7 @@ from pkbsim.cli.options import (
     Sets,
     Topology,
     format_option,
+    number_option,
     require_format,
     world_size_option,
 )
@@ -36,8 +37,8 @@ def analyze(
         help="Size preset: pkb (the benchmark's), production (each task's production size), "
              "or a task's preset name.")] = "pkb",
     set_: Sets = None,
-    measured_us: Annotated[float | None, typer.Option(
-        help="A measured time (us) to report attainment against.")] = None,
+    measured_us: Annotated[float | None, number_option(
+        "measured_us", "A measured time (us) to report attainment against.")] = None,
     fmt: Annotated[Format, format_option(
         ALL_TASKS, "table or json; with --all also csv or markdown.")] = Format.table,
     out: Out = None,

@@ -14,7 +14,14 @@ from typing import Annotated
 
 import typer
 
-from pkbsim.cli.options import Format, Out, Topology, format_option, world_size_option
+from pkbsim.cli.options import (
+    Format,
+    Out,
+    Topology,
+    format_option,
+    number_option,
+    world_size_option,
+)
 from pkbsim.cli.output import check_writable, image_format, write_output
 from pkbsim.errors import UsageError
 
@@ -28,8 +35,8 @@ def compare(
     measured: Annotated[Path | None, typer.Option(
         help="PKB logs folder (problem_<stem>/<backend>/rank_<r>_perf.json) or CSV "
              "(problem,variant,time_us[,rank]).")] = None,
-    measured_us: Annotated[float | None, typer.Option(
-        help="With --problem: one candidate's measured time (us).")] = None,
+    measured_us: Annotated[float | None, number_option(
+        "measured_us", "With --problem: one candidate's measured time (us).")] = None,
     solution: Annotated[Path | None, typer.Option(
         help="With --problem: the candidate's solution file, inspected for the causes.")] = None,
     solutions: Annotated[Path | None, typer.Option(

@@ -6,12 +6,14 @@ differs (``--world-size`` has a different default per command), it passes its ow
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from pkbsim import bounds
 from pkbsim.errors import UsageError
 
 
@@ -37,8 +39,27 @@ def require_format(fmt: Format, accepted: tuple[str, ...], why: str | None = Non
                                                       + ", ".join(accepted)))
 
 
-def world_size_option(help: str) -> Any:
-    return typer.Option("--world-size", "-w", help=help)
+def bounded(quantity: str) -> Callable[..., Any]:
+    """An option callback: the value (each value, for a list) inside ``quantity``'s range, or
+    one error naming the option, the value and the range (pkbsim.bounds)."""
+    def callback(param: typer.CallbackParam, value: Any) -> Any:
+        name = param.opts[0] if param.opts else str(param.name)
+        if value is None:
+            return value
+        if isinstance(value, (list, tuple)):
+            return [bounds.check_option(v, quantity, name) for v in value]
+        return bounds.check_option(value, quantity, name)
+
+    return callback
+
+
+def number_option(quantity: str, help: str, *flags: str) -> Any:
+    """An int or float option checked against ``quantity``."""
+    return typer.Option(*flags, help=help, callback=bounded(quantity))
+
+
+def world_size_option(help: str | None) -> Any:
+    return typer.Option("--world-size", "-w", help=help, callback=bounded("world_size"))
 
 
 def sets_option(help: str) -> Any:

@@ -3,36 +3,51 @@ formats and ``KEY=VALUE`` options. Files are written by pkbsim.files (atomic, wi
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from pkbsim.errors import UsageError
-from pkbsim.files import write_atomic
+from pkbsim.files import is_special, write_file
 
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def write_output(text: str | bytes, out: Path | None, option: str = "--out") -> None:
-    """Print ``text``, or write it to ``out`` atomically (a failure never leaves a half-written
-    file)."""
-    if out is None:
-        assert isinstance(text, str)
-        sys.stdout.write(text)
+    """Print ``text`` (``out`` None or ``-``), or write it to ``out`` (pkbsim.files.write_file:
+    a file atomically, so a failure never leaves it half-written; a device or FIFO through)."""
+    if out is None or str(out) == "-":
+        if isinstance(text, str):
+            sys.stdout.write(text)
+        else:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text)
         return
     check_writable(out, option)
     try:
-        write_atomic(out.expanduser(), text)
+        write_file(out.expanduser(), text)
     except OSError as exc:
-        raise UsageError(f"{option} {out}: cannot write ({exc.strerror})") from None
+        raise UsageError(f"{option} {out}: cannot write ({exc.strerror or exc})") from None
 
 
-def check_writable(out: Path, option: str) -> None:
-    """Fail before any work when ``out`` cannot be written."""
+def check_writable(out: Path, option: str, *, regular: bool = False) -> None:
+    """Fail before any work when ``out`` cannot be written; ``regular``: it must be a regular
+    file or a new path (a file pkbsim reads back, such as a sweep's JSON lines)."""
+    if str(out) == "-":
+        if regular:
+            raise UsageError(f"{option} -: expected a file (it is read back)")
+        return
     out = out.expanduser()
-    if out.parent and not out.parent.exists():
-        raise UsageError(f"{option} {out}: folder {out.parent} does not exist")
     if out.is_dir():
         raise UsageError(f"{option} {out}: is a folder")
+    if is_special(out):
+        if regular:
+            raise UsageError(f"{option} {out}: not a regular file (it is read back, so a "
+                             "device, FIFO or - cannot hold it)")
+        return
+    target = Path(os.path.realpath(out))
+    if not target.parent.exists():
+        raise UsageError(f"{option} {out}: folder {target.parent} does not exist")
 
 
 def image_format(path: Path, option: str, suffixes: tuple[str, ...] = IMAGE_SUFFIXES) -> str:

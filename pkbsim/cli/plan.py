@@ -16,6 +16,7 @@ from pkbsim.cli.options import (
     Out,
     Topology,
     format_option,
+    number_option,
     require_format,
     sets_option,
     world_size_option,
@@ -48,7 +49,8 @@ Preset = Annotated[str, typer.Option(help="Size preset (pkb, production or a tas
 
 def threshold(
     collective: Collective, topology: Topology = "dgx-h100", world_size: World = None,
-    fraction: Annotated[float, typer.Option(help="Fraction of line rate, in (0, 1].")] = 0.8,
+    fraction: Annotated[float, number_option("fraction", "Fraction of line rate, in (0, 1].")]
+        = 0.8,
     mechanism: Annotated[list[str] | None, typer.Option(
         help="Only this mechanism (repeatable; default: every one that can carry it).")] = None,
     algorithm: Annotated[str | None, typer.Option(
@@ -121,8 +123,8 @@ def sm_split(
     preset: Preset = "pkb",
     mechanism: Annotated[str | None, typer.Option(
         help="Force this comm mechanism (default: custom_best's choice per SM count).")] = None,
-    max_sms: Annotated[int | None, typer.Option(help="Largest SM count tried (default: the "
-                                                     "GPU's).")] = None,
+    max_sms: Annotated[int | None, number_option(
+        "sms", "Largest SM count tried (default: the GPU's).")] = None,
     set_: Sets = None, fmt: Fmt = Format.table, out: Out = None,
 ) -> None:
     """How many SMs to give communication before compute slows more than communication gains."""
@@ -142,9 +144,9 @@ def latency_exit(
     task: Task,
     param: Annotated[str, typer.Option(help="The task size parameter searched, e.g. M.")],
     topology: Topology = "dgx-h100", world_size: World = None, preset: Preset = "pkb",
-    max_value: Annotated[int, typer.Option(help="Largest value tried.")] = 2**40,
-    multiple_of: Annotated[int, typer.Option(
-        help="Only values that are multiples of this (tasks that split a size over ranks).")
+    max_value: Annotated[int, number_option("whole", "Largest value tried.")] = 2**40,
+    multiple_of: Annotated[int, number_option(
+        "whole", "Only values that are multiples of this (tasks that split a size over ranks).")
     ] = 1,
     set_: Sets = None, fmt: Fmt = Format.table, out: Out = None,
 ) -> None:

@@ -33,8 +33,8 @@ class CaseProgress:
         self.console = Console(stderr=True)
         self.live = self.console.is_terminal
         self.started = False
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                            TimeElapsedColumn(), TextColumn("{task.fields[note]}"),
+        self.bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                            TimeElapsedColumn(), TextColumn("{task.fields[note]}", markup=False),
                             console=self.console, transient=True)
         self.tasks: dict[str, TaskID] = {
             case.key: self.bar.add_task(case.key, total=1, start=False, note="")

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from pkbsim.cli.options import world_size_option
+from pkbsim.cli.options import number_option, world_size_option
 from pkbsim.cli.output import write_output
 from pkbsim.cli.signals import sigterm_as_interrupt
 
@@ -30,8 +30,8 @@ def run_command(
     out: Annotated[Path, typer.Option(
         help="Folder for logs/problem_<stem>/<backend>/rank_*_perf.json (PKB's layout) and "
              "runs/ (console logs, rank status).")] = Path("pkb-run"),
-    timeout: Annotated[float, typer.Option(
-        help="Seconds each variant may run; past it, a hang: its processes are killed.")]
+    timeout: Annotated[float, number_option(
+        "seconds", "Seconds each variant may run; past it, a hang: its processes are killed.")]
         = 600.0,
     device: Annotated[str, typer.Option(help="cuda (NCCL) or cpu (gloo).")] = "cuda",
 ) -> None:

@@ -15,6 +15,7 @@ from pkbsim.cli.options import (
     Task,
     Topology,
     format_option,
+    number_option,
     require_format,
     world_size_option,
 )
@@ -37,8 +38,8 @@ def simulate(
     override: Annotated[list[str] | None, typer.Option(
         "--override", help="OP.KEY=VALUE for one op: mechanism, algorithm, protocol, chunks or "
                            "sms (e.g. a2a_logits.mechanism=tma). Repeatable.")] = None,
-    iterations: Annotated[int, typer.Option(
-        help="Back-to-back iterations simulated; the time is the steady state.")] = 3,
+    iterations: Annotated[int, number_option(
+        "iterations", "Back-to-back iterations simulated; the time is the steady state.")] = 3,
     trace: Annotated[Path | None, typer.Option(
         help="Write a Chrome/Perfetto trace (JSON) of the timeline here.")] = None,
     gantt: Annotated[Path | None, typer.Option(

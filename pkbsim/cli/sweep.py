@@ -19,12 +19,14 @@ from pkbsim.cli.options import (
     OptionalTask,
     Out,
     format_option,
+    number_option,
     require_format,
     sets_option,
     world_size_option,
 )
 from pkbsim.cli.output import check_writable, image_format, write_output
 from pkbsim.errors import InfeasibleError, UsageError
+from pkbsim.files import is_special
 
 if TYPE_CHECKING:
     from pkbsim.planning.axes import Axis
@@ -69,8 +71,8 @@ def sweep(
              "once OUT is written; without --out, none.")] = None,
     fresh: Annotated[bool, typer.Option(
         "--fresh", help="Start over: overwrite the --jsonl file instead of resuming.")] = False,
-    jobs: Annotated[int | None, typer.Option(
-        help="Worker processes (default: every core).")] = None,
+    jobs: Annotated[int | None, number_option(
+        "jobs", "Worker processes (default: every core).")] = None,
     plot: Annotated[Path | None, typer.Option(
         help="Also draw a line plot here (.png, .svg or .pdf).")] = None,
     x: Annotated[str | None, typer.Option(
@@ -101,8 +103,6 @@ def sweep(
     spec = SweepSpec(target, tuple(build_axes(target, vary or [], sizes, world_size, set_ or [])),
                      parse_metrics(metric or []))
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
-    if workers < 1:
-        raise UsageError(f"--jobs {workers}: expected 1 or more")
     plot_fmt = image_format(plot, "--plot") if plot is not None else ""
     cols = columns(spec.metrics, target)
     if baseline is not None:
@@ -121,11 +121,13 @@ def sweep(
         sweep_plot.check_choice(spec, cols, x, y)
     elif x is not None or y is not None:
         raise UsageError("--x and --y work with --plot")
-    stream = jsonl if jsonl is not None or out is None else \
-        out.with_name(out.name + ".partial.jsonl")
-    for path, option in ((out, "--out"), (plot, "--plot"), (stream, "--jsonl")):
+    stream = jsonl if jsonl is not None or out is None or str(out) == "-" or is_special(out) \
+        else out.with_name(out.name + ".partial.jsonl")
+    for path, option in ((out, "--out"), (plot, "--plot")):
         if path is not None:
             check_writable(path, option)
+    if stream is not None:
+        check_writable(stream, "--jsonl", regular=True)
     with sweep_progress() as progress, sigterm_as_interrupt():
         try:
             result = run_sweep(spec, stream, workers, progress, fresh)

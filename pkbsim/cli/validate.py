@@ -9,7 +9,6 @@ typer returns the latter's code from a non-standalone app, where the entry point
 from __future__ import annotations
 
 import hashlib
-import math
 import shlex
 import sys
 from pathlib import Path
@@ -17,6 +16,8 @@ from typing import Annotated
 
 import typer
 
+from pkbsim import bounds
+from pkbsim.cli.options import number_option
 from pkbsim.cli.output import check_writable, write_output
 from pkbsim.errors import UsageError
 
@@ -24,8 +25,9 @@ REPORT_FILES = ("report.json", "report.md", "predicted_vs_measured.png")
 
 
 def validate(
-    gpus: Annotated[int | None, typer.Option(
-        help="Use at most N GPUs (default: all present). Cases needing more are waived.")] = None,
+    gpus: Annotated[int | None, number_option(
+        "gpus", "Use at most N GPUs (default: all present). Cases needing more are waived.")]
+        = None,
     quick: Annotated[bool, typer.Option(
         "--quick", help="Fewer sizes and repeats: the whole suite in a few minutes.")] = False,
     cases: Annotated[str | None, typer.Option(
@@ -45,10 +47,10 @@ def validate(
     allow_multicast: Annotated[bool, typer.Option(
         "--allow-multicast", help="Run cases that use NVLink multicast (NVLS). Off by "
                                   "default: multicast can disrupt a shared node.")] = False,
-    timeout: Annotated[float | None, typer.Option(
-        help="Seconds each case may run (default: each case's own limit).")] = None,
-    nnodes: Annotated[int, typer.Option(
-        help="Nodes for torchrun cases (multi-node: run this on every node).")] = 1,
+    timeout: Annotated[float | None, number_option(
+        "seconds", "Seconds each case may run (default: each case's own limit).")] = None,
+    nnodes: Annotated[int, number_option(
+        "nodes", "Nodes for torchrun cases (multi-node: run this on every node).")] = 1,
     rdzv_endpoint: Annotated[str | None, typer.Option(
         help="HOST:PORT of torchrun's c10d rendezvous, for --nnodes > 1.")] = None,
     list_cases: Annotated[bool, typer.Option(
@@ -100,12 +102,11 @@ def run_cases(*, gpus: int | None, quick: bool, patterns: str | None, out: Path,
 
 def check_options(gpus: int | None, timeout_s: float | None, nnodes: int,
                   rdzv_endpoint: str | None) -> None:
-    if gpus is not None and gpus < 1:
-        raise UsageError(f"--gpus {gpus}: expected 1 or more")
-    if timeout_s is not None and not (timeout_s > 0 and math.isfinite(timeout_s)):
-        raise UsageError(f"--timeout {timeout_s}: expected a number of seconds > 0")
-    if nnodes < 1:
-        raise UsageError(f"--nnodes {nnodes}: expected 1 or more")
+    if gpus is not None:
+        bounds.check_option(gpus, "gpus", "--gpus")
+    if timeout_s is not None:
+        bounds.check_option(timeout_s, "seconds", "--timeout")
+    bounds.check_option(nnodes, "nodes", "--nnodes")
     if nnodes > 1 and not rdzv_endpoint:
         raise UsageError(f"--nnodes {nnodes}: needs --rdzv-endpoint HOST:PORT (the same on "
                          "every node)")

@@ -157,7 +157,7 @@ def _top_split(text: str) -> list[str]:
 
 def _c_literal(src: DeviceSource, expr: str, depth: int = 0) -> int | None:
     """An integer literal, ``dim3(a, b, c)`` of literals, or a name defined once as one."""
-    if re.fullmatch(r"\d+[uUlL]*", expr):
+    if re.fullmatch(r"\d{1,18}[uUlL]*", expr):  # longer: no launch size
         return int(re.sub(r"[uUlL]", "", expr))
     dim3 = re.fullmatch(r"dim3\s*\((.*)\)", expr)
     if dim3 and depth < 3:

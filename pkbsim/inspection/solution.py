@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pkbsim.errors import PkbsimError
+from pkbsim.inputs import read_text
 from pkbsim.inspection.device_source import (
     c_kernel_flags,
     c_kernels,
@@ -30,6 +31,7 @@ from pkbsim.inspection.patterns import SM_PEER_PTRS
 from pkbsim.inspection.python_calls import python_calls, python_peers, triton_kernels
 from pkbsim.inspection.python_model import PythonModel
 from pkbsim.inspection.vocab import FLAGS, MECHANISMS
+from pkbsim.limits import SOURCE_BYTES, SOURCE_FILES
 
 Evidence = Mapping[str, tuple[tuple[int, str], ...]]
 
@@ -69,7 +71,13 @@ def inspect_path(path: Path) -> list[Inspection]:
     file becomes a row with ``error`` set, a lone file's raises InspectError."""
     path = path.expanduser()
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*.py") if p.is_file())
+        files = []
+        for p in path.rglob("*.py"):
+            if p.is_file():
+                files.append(p)
+                SOURCE_FILES.check(len(files), "*.py files in this folder", InspectError,
+                                   str(path))
+        files.sort()
         if not files:
             raise InspectError("no *.py files in this folder", file=str(path))
         rows = []
@@ -83,21 +91,27 @@ def inspect_path(path: Path) -> list[Inspection]:
 
 
 def inspect_file(path: Path) -> Inspection:
-    try:
-        source = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InspectError("no such file", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InspectError(f"cannot read ({exc})", file=str(path)) from None
+    """One solution file: a regular file of at most SOURCE_BYTES (so memory stays bounded)."""
+    source = read_text(path, limit=SOURCE_BYTES, error=InspectError, strict=True)
     return inspect_source(source, str(path))
 
 
 def inspect_source(source: str, file: str) -> Inspection:
     try:
+        return _inspect(source, file)
+    except RecursionError:
+        raise InspectError("nested too deeply to inspect", file=file) from None
+
+
+def _inspect(source: str, file: str) -> Inspection:
+    try:
         tree = ast.parse(source, filename=file)
     except SyntaxError as exc:
         raise InspectError(f"Python syntax error: {exc.msg}", file=file,
                            field=f"line {exc.lineno}") from None
+    except (ValueError, MemoryError) as exc:  # null bytes; a parser stack overflow
+        raise InspectError(f"not Python source: {exc or type(exc).__name__}",
+                           file=file) from None
     py = PythonModel(tree)
     ev = EvidenceLog(source.splitlines())
     sources = device_sources(py)

@@ -36,7 +36,6 @@ Every malformed input raises :class:`MeasurementError` naming the file and the f
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 import statistics
@@ -44,15 +43,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pkbsim.bounds import check, parse_number
 from pkbsim.errors import PkbsimError
+from pkbsim.inputs import loads_json, read_bytes, read_text
+from pkbsim.limits import RANK_FILE_BYTES
 from pkbsim.task.loader import find_task
 
 REFERENCE = "reference"
 PERF_FIELD = "wall_time_ms"
 CSV_COLUMNS = ("problem", "variant", "time_us")
 CSV_OPTIONAL = ("rank",)
-_RANK_FILE = re.compile(r"^rank_(\d+)_perf\.json$")
-_TRIAL_DIR = re.compile(r"^trial_(\d+)$")
+_RANK_FILE = re.compile(r"^rank_(\d{1,7})_perf\.json$")  # at most 7 digits: a rank
+_TRIAL_DIR = re.compile(r"^trial_(\d{1,7})$")
 _PROBLEM_PREFIX = "problem_"
 
 
@@ -172,11 +174,11 @@ def read_pkb_logs(logs_dir: str | Path) -> MeasuredSet:
 def read_measured_csv(path: str | Path) -> MeasuredSet:
     """Rows of ``problem,variant,time_us[,rank]`` (header required)."""
     file = str(path)
+    text = read_text(path, error=MeasurementError, strict=True)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MeasurementError(f"cannot read: {exc}", file=file) from None
-    rows = list(csv.reader(text.splitlines()))
+        rows = list(csv.reader(text.splitlines()))
+    except csv.Error as exc:  # e.g. a field larger than the csv module's limit
+        raise MeasurementError(f"not a CSV file: {exc}", file=file) from None
     header = [h.strip() for h in rows[0]] if rows else []
     _check_header(header, file)
     ranked = "rank" in header
@@ -249,13 +251,8 @@ def _trial(folder: Path, files: Mapping[int, Path]) -> Trial:
 
 def _rank_time(path: Path) -> float:
     file = str(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MeasurementError(f"cannot read: {exc}", file=file) from None
-    except json.JSONDecodeError as exc:
-        raise MeasurementError(f"not valid JSON: {exc.msg} at line {exc.lineno}",
-                               file=file) from None
+    data = loads_json(read_bytes(path, limit=RANK_FILE_BYTES, error=MeasurementError),
+                      file=file, error=MeasurementError)
     if not isinstance(data, dict):
         raise MeasurementError("expected a JSON object", file=file)
     if PERF_FIELD not in data:
@@ -292,23 +289,22 @@ def _check_header(header: list[str], file: str) -> None:
 
 
 def _number(text: str, file: str, field: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise MeasurementError(f"expected a number, got {text!r}", file=file,
-                               field=field) from None
+    if text.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+        return float(text)  # _positive names it
+    return float(parse_number(text, source=file, field=field, error=MeasurementError))
 
 
 def _positive(value: float, file: str, field: str) -> float:
-    if not math.isfinite(value) or value <= 0:
+    if not (math.isfinite(value) and value > 0):
         raise MeasurementError(f"must be a positive time, got {value:g}", file=file,
                                field=field or None)
-    return value
+    return check(value, "measured_us", source=file, field=field or None,
+                 error=MeasurementError)
 
 
 def _rank(text: str, file: str, where: str) -> int:
-    if not text.isdigit():
-        raise MeasurementError(f"expected a rank 0, 1, ..., got {text!r}", file=file,
+    if not text.isdigit() or len(text) > 7:
+        raise MeasurementError(f"expected a rank 0, 1, ..., got {text[:20]!r}", file=file,
                                field=f"{where}: rank")
     return int(text)
 
@@ -325,5 +321,5 @@ def _contiguous(per_rank: Mapping[int, float], file: str, field: str) -> tuple[f
 def _natural(path: Path) -> tuple[int, str]:
     """``problem_2_x`` before ``problem_10_y``."""
     head = path.name.removeprefix(_PROBLEM_PREFIX).split("_", 1)[0]
-    return (int(head) if head.isdigit() else 10**6, path.name)
+    return (int(head) if head.isdigit() and len(head) <= 9 else 10**9, path.name)
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 import math
 import os
 import re
@@ -37,6 +36,8 @@ from typing import Any
 
 from pkbsim.datafiles import nearest, validate_dir
 from pkbsim.errors import PkbsimError, UsageError
+from pkbsim.inputs import loads_json, read_bytes
+from pkbsim.limits import CPU_RANKS, RANK_FILE_BYTES
 from pkbsim.processes import NO_MULTICAST, error_tail, exit_text, read_tail, run_in_group
 
 SCRIPT = "pkb_run.py"
@@ -136,7 +137,7 @@ def find_problem(pkb_root: Path, problem: str) -> Problem:
         raise PkbError(f"not a PKB checkout: no {INPUTS_FILE}", file=str(root))
     stems = sorted(p.stem for p in folder.glob("*.py"))
     raw = problem.strip().removesuffix(".py")
-    if raw.isdigit():
+    if raw.isdigit() and len(raw) <= 9:
         found = [s for s in stems if _number(s) == int(raw)]
         if not found:
             numbers = sorted({n for n in map(_number, stems) if n is not None})
@@ -162,7 +163,7 @@ def find_problem(pkb_root: Path, problem: str) -> Problem:
 
 
 def _number(stem: str) -> int | None:
-    match = re.match(r"(\d+)_", stem)
+    match = re.match(r"(\d{1,9})_", stem)
     return int(match.group(1)) if match else None
 
 
@@ -181,6 +182,8 @@ def check_options(options: RunOptions) -> None:
         raise UsageError(f"--world-size {o.world_size}: expected 1 or more")
     if o.device not in DEVICES:
         raise UsageError(f"--device {o.device!r}: expected one of {', '.join(DEVICES)}")
+    if o.device == "cpu" and o.world_size is not None:
+        CPU_RANKS.check(o.world_size, "--world-size with --device cpu")
     if not (o.timeout_s > 0 and math.isfinite(o.timeout_s)):
         raise UsageError(f"--timeout {o.timeout_s}: expected a number of seconds > 0")
     if o.dtype not in DTYPES:
@@ -192,6 +195,33 @@ def check_options(options: RunOptions) -> None:
             raise UsageError(f"{name} {value}: expected {least} or more")
     if not (o.atol >= 0 and o.rtol >= 0):
         raise UsageError(f"atol {o.atol}, rtol {o.rtol}: expected numbers >= 0")
+
+
+def visible_gpus() -> int | None:
+    """NVIDIA GPUs this process may use: /dev/nvidia<N> nodes, narrowed by
+    CUDA_VISIBLE_DEVICES; None where that cannot be told (no /dev, another OS)."""
+    dev = Path("/dev")
+    if not dev.is_dir():
+        return None
+    present = sum(1 for p in dev.glob("nvidia*") if p.name[6:].isdigit())
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        present = min(present, len([d for d in listed.split(",") if d.strip()]))
+    return present
+
+
+def check_gpus(options: RunOptions) -> None:
+    """With --device cuda: the GPUs exist and are enough for --world-size (one line, before
+    any child starts)."""
+    if options.device != "cuda":
+        return
+    gpus = visible_gpus()
+    if gpus == 0:
+        raise UsageError("--device cuda: this machine shows no NVIDIA GPU (no /dev/nvidia<N>, "
+                         "or CUDA_VISIBLE_DEVICES is empty); use --device cpu to run on gloo")
+    if gpus is not None and options.world_size is not None and options.world_size > gpus:
+        raise UsageError(f"--world-size {options.world_size}: this machine shows {gpus} "
+                         "NVIDIA GPU(s)")
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -207,6 +237,7 @@ def run_problem(pkb_root: Path, problem: str, solution: Path, out: Path,
     if not solution.is_file():
         raise PkbError("no such file", file=str(solution), field="--solution")
     script = _script(scripts)
+    check_gpus(options)
     out = _prepare(out)
     reference = run_variant(found, None, "reference", out, options, script, on_start)
     time.sleep(COOLDOWN_S)
@@ -298,11 +329,11 @@ def read_statuses(run_dir: Path) -> dict[int, dict[str, Any]]:
     """Each rank's last status (rank_<r>.json), by rank; unreadable files are left out."""
     found: dict[int, dict[str, Any]] = {}
     for path in run_dir.glob("rank_*.json"):
-        match = re.fullmatch(r"rank_(\d+)\.json", path.name)
+        match = re.fullmatch(r"rank_(\d{1,7})\.json", path.name)
         if not match:
             continue
-        with contextlib.suppress(OSError, json.JSONDecodeError):
-            data = json.loads(path.read_text())
+        with contextlib.suppress(PkbsimError):  # a candidate may have broken it
+            data = loads_json(read_bytes(path, limit=RANK_FILE_BYTES), file=str(path))
             if isinstance(data, dict):
                 found[int(match.group(1))] = data
     return dict(sorted(found.items()))
@@ -314,14 +345,17 @@ def read_perf(logs_dir: Path, world_size: int) -> tuple[tuple[RankTime, ...], li
     missing: list[str] = []
     for rank in range(world_size):
         path = logs_dir / f"rank_{rank}_perf.json"
-        try:
-            data = json.loads(path.read_text())
-            values = [float(data[key]) for key in ("wall_time_ms", "wall_time_std_ms",
-                                                   "min_time_ms", "max_time_ms")]
-        except FileNotFoundError:
+        if not path.exists():
             missing.append(f"rank {rank} wrote no {path.name}")
             continue
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        try:
+            data = loads_json(read_bytes(path, limit=RANK_FILE_BYTES), file=str(path))
+            values = [float(data[key]) for key in ("wall_time_ms", "wall_time_std_ms",
+                                                   "min_time_ms", "max_time_ms")]
+        except PkbsimError as exc:
+            missing.append(f"{path.name}: unreadable ({exc.message})")
+            continue
+        except (ValueError, KeyError, TypeError, OverflowError) as exc:
             missing.append(f"{path.name}: unreadable ({type(exc).__name__}: {exc})")
             continue
         if not (values[0] > 0 and all(math.isfinite(v) for v in values)):

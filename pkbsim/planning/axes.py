@@ -10,14 +10,16 @@ A range includes STOP when the steps land on it. Numbers stay ints where they ar
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from pkbsim import bounds
 from pkbsim.errors import UsageError
+from pkbsim.limits import AXIS_VALUES, SWEEP_POINTS
 
 Value = int | float | str
-MAX_POINTS = 1_000_000
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -34,9 +36,11 @@ def parse_number(text: str, where: str) -> int | float:
     """``4``, ``2.5``, ``1e6``, ``64KiB``, ``1.5GB`` -> a number (bytes for sizes)."""
     m = _NUMBER.match(text)
     if not m or m.group(2).upper() not in _UNITS:
-        raise UsageError(f"{where}: {text!r} is not a number or a size (units: B, KB, MB, GB, "
+        shown = text if len(text) <= 40 else text[:20] + "..."
+        raise UsageError(f"{where}: {shown!r} is not a number or a size (units: B, KB, MB, GB, "
                          "KiB, MiB, GiB, TiB)")
-    value = float(m.group(1)) * _UNITS[m.group(2).upper()]
+    number = bounds.parse_number(m.group(1), field=where)
+    value = bounds.check(float(number) * _UNITS[m.group(2).upper()], "number", field=where)
     return int(value) if value.is_integer() and abs(value) < 2**63 else value
 
 
@@ -52,6 +56,8 @@ def _range(text: str, where: str) -> list[Value]:
         if factor <= 1 or start <= 0:
             raise UsageError(f"{where}: a geometric range needs START > 0 and a factor above 1, "
                              f"got {text!r}")
+        if stop >= start:
+            AXIS_VALUES.check(math.log(stop / start) / math.log(factor) + 1, f"{where} {text}")
         value: float = start
         while value <= stop * (1 + 1e-12):
             out.append(int(value) if float(value).is_integer() else value)
@@ -63,13 +69,12 @@ def _range(text: str, where: str) -> list[Value]:
         count = int((stop - start) / delta + 1e-9) + 1
         if count < 1:
             raise UsageError(f"{where}: {text!r} is empty (STOP below START)")
+        AXIS_VALUES.check(count, f"{where} {text}")
         for i in range(count):
             value = start + i * delta
             out.append(int(value) if float(value).is_integer() else value)
     if not out:
         raise UsageError(f"{where}: {text!r} is empty (STOP below START)")
-    if len(out) > MAX_POINTS:
-        raise UsageError(f"{where}: {text!r} has more than {MAX_POINTS:,} values")
     return out
 
 
@@ -80,6 +85,7 @@ def parse_values(text: str, where: str, numeric: bool = False) -> list[Value]:
     if ":" in text and "," not in text:
         return _range(text, where)
     out: list[Value] = []
+    AXIS_VALUES.check(text.count(",") + 1, where)
     for item in (s.strip() for s in text.split(",")):
         if not item:
             raise UsageError(f"{where}: empty item in {text!r}")
@@ -118,8 +124,7 @@ def check_axes(axes: Sequence[Axis]) -> None:
     total = 1
     for a in axes:
         total *= len(a.values)
-    if total > MAX_POINTS:
-        raise UsageError(f"the sweep has {total:,} points, above {MAX_POINTS:,}")
+    SWEEP_POINTS.check(total, "the sweep's points")
 
 
 def expand(axes: Sequence[Axis]) -> Iterator[dict[str, Value]]:

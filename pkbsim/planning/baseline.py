@@ -8,11 +8,11 @@ side, get no value.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
 from pkbsim.errors import UsageError
+from pkbsim.files import json_text
 from pkbsim.planning.axes import parse_values
 from pkbsim.planning.sweep import SweepResult
 
@@ -41,7 +41,7 @@ def with_speedups(result: SweepResult, axis: str, value: Any) -> SweepResult:
     times = [c for c in result.columns if c.endswith("_us")]
 
     def key(row: dict[str, Any]) -> str:
-        return json.dumps({n: row[n] for n in others}, sort_keys=True)
+        return json_text({n: row[n] for n in others}, sort_keys=True)
 
     base = {key(r): r for r in result.rows if r[axis] == value and "error" not in r}
     rows = []

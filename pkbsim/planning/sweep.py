@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from pkbsim.errors import PkbsimError, UsageError
-from pkbsim.files import open_stream, write_atomic
+from pkbsim.files import json_text, open_stream, write_atomic
+from pkbsim.guard import die_with_parent
+from pkbsim.inputs import loads_json, read_bytes
 from pkbsim.planning.axes import Axis, Value, expand
 from pkbsim.planning.evaluate import Target, columns, evaluate
 
@@ -77,7 +79,7 @@ def points(spec: SweepSpec) -> Iterator[dict[str, Value]]:
 
 def point_key(point: Mapping[str, Any], names: Sequence[str]) -> str:
     """A stable key of a point (its axis values), equal for a point and its row read back."""
-    return json.dumps({n: point[n] for n in names}, sort_keys=True)
+    return json_text({n: point[n] for n in names}, sort_keys=True)
 
 
 def _evaluate_chunk(target: Target, metrics: tuple[str, ...],
@@ -100,9 +102,11 @@ def evaluate_row(target: Target, point: Mapping[str, Value], metrics: Sequence[s
 def _ignore_sigint() -> None:
     """Workers leave Ctrl-C to the parent, which stops them (no tracebacks from children), and
     die on SIGTERM: a forked worker inherits the CLI's SIGTERM-as-Ctrl-C handler, and a worker
-    that turned SIGTERM into an exception would report it and take the next task."""
+    that turned SIGTERM into an exception would report it and take the next task. They die
+    with the parent, however it ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent()  # a SIGKILLed parent must not leave its workers running
 
 
 def read_results(path: Path, spec: SweepSpec) -> tuple[dict[str, Row], int]:
@@ -113,7 +117,7 @@ def read_results(path: Path, spec: SweepSpec) -> tuple[dict[str, Row], int]:
     """
     if not path.exists():
         return {}, 0
-    data = path.read_bytes()
+    data = read_bytes(path)
     lines = data.split(b"\n")
     last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
     names = spec.axis_names
@@ -123,11 +127,12 @@ def read_results(path: Path, spec: SweepSpec) -> tuple[dict[str, Row], int]:
     for i, raw in enumerate(lines[:last + 1]):
         offset += len(raw) + 1
         try:
-            record = json.loads(raw) if raw.strip() else None
-        except ValueError:
+            record = loads_json(raw) if raw.strip() else None
+        except UsageError as exc:
             if i == last:
                 break
-            raise UsageError(f"line {i + 1}: not JSON (fix or delete it, or pass --fresh)",
+            what = exc.message.split(" (", 1)[0]
+            raise UsageError(f"line {i + 1}: {what} (fix or delete it, or pass --fresh)",
                              file=str(path)) from None
         if i == 0:
             _check_header(record, spec, path)
@@ -141,7 +146,7 @@ def _check_header(record: Any, spec: SweepSpec, path: Path) -> None:
     if not isinstance(record, dict) or HEADER_KEY not in record:
         raise UsageError("line 1: not a pkbsim sweep results file; pass another path or --fresh "
                          "to overwrite it", file=str(path))
-    if record != json.loads(json.dumps(spec.header())):
+    if record != json.loads(json_text(spec.header())):
         raise UsageError("holds a different sweep (target, axes or metrics differ); pass "
                          "another path, or --fresh to start over", file=str(path))
 
@@ -170,7 +175,7 @@ class _Sink:
 
     def write(self, record: Mapping[str, Any]) -> None:
         if self.handle is not None:
-            self.handle.write(json.dumps(record).encode() + b"\n")
+            self.handle.write(json_text(record).encode() + b"\n")
             self.handle.flush()
 
     def close(self) -> None:
@@ -278,5 +283,5 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 
 def _rewrite_sorted(path: Path, spec: SweepSpec, rows: Sequence[Row]) -> None:
     """The finished file in point order (atomic: the streamed file stays until replaced)."""
-    write_atomic(path, b"".join(json.dumps(record).encode() + b"\n"
+    write_atomic(path, b"".join(json_text(record).encode() + b"\n"
                                 for record in (spec.header(), *rows)))

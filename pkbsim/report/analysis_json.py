@@ -6,12 +6,12 @@ Times are microseconds (``_us``), sizes bytes, bandwidths GB/s (1e9 B/s, per GPU
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pkbsim import __version__
 from pkbsim.analysis import AnalysisResult
 from pkbsim.datafiles import display_path
+from pkbsim.files import json_text
 from pkbsim.report.text import json_count, json_us
 from pkbsim.roofline import Candidate, CommBound, ComputeBound
 from pkbsim.units import GB
@@ -136,4 +136,4 @@ def to_dict(result: AnalysisResult) -> dict[str, Any]:
 
 
 def render(result: AnalysisResult) -> str:
-    return json.dumps(to_dict(result), indent=2) + "\n"
+    return json_text(to_dict(result), indent=2) + "\n"

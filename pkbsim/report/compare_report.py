@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import html
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +21,7 @@ from pkbsim.compare.comparison import (
     VariantResult,
 )
 from pkbsim.compare.gap import TERMS
+from pkbsim.files import json_text
 from pkbsim.report.images import figure_bytes
 from pkbsim.report.text import markdown_table, to_text
 from pkbsim.sim.result import SimResult
@@ -67,7 +67,7 @@ def render_json(result: DirectoryComparison) -> str:
         "errors": [dataclasses.asdict(e) for e in result.errors],
         "summary": [dataclasses.asdict(s) for s in result.summary],
     }
-    return json.dumps(data, indent=1) + "\n"
+    return json_text(data, indent=1) + "\n"
 
 
 # ---------------------------------------------------------------- tables (shared cells)

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
 from pkbsim import __version__
+from pkbsim.files import json_text
 from pkbsim.inspection import Inspection
 from pkbsim.inspection.vocab import FLAGS
 from pkbsim.report.text import to_text
@@ -34,7 +34,7 @@ def to_dict(row: Inspection) -> dict[str, Any]:
 def render_json(rows: list[Inspection]) -> str:
     data = {"schema": SCHEMA, "pkbsim_version": __version__,
             "files": [to_dict(r) for r in rows]}
-    return json.dumps(data, indent=1) + "\n"
+    return json_text(data, indent=1) + "\n"
 
 
 def render_table(rows: list[Inspection]) -> str:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from typing import Any
 
 from pkbsim import __version__
 from pkbsim.datafiles import display_path
+from pkbsim.files import json_text
 from pkbsim.overview import BINDINGS, Overview, OverviewRow
 from pkbsim.report.text import json_count, json_us
 from pkbsim.units import format_bytes, format_us
@@ -77,7 +77,7 @@ def to_dict(ov: Overview) -> dict[str, Any]:
 
 
 def render_json(ov: Overview) -> str:
-    return json.dumps(to_dict(ov), indent=2) + "\n"
+    return json_text(to_dict(ov), indent=2) + "\n"
 
 
 def render_csv(ov: Overview) -> str:

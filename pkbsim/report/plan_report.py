@@ -6,12 +6,12 @@ are passed along for the heading and the JSON document.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
 
+from pkbsim.files import json_text
 from pkbsim.planning.derived import Crossover, ThresholdResult
 from pkbsim.planning.derived_task import LatencyExit, SmSplit
 from pkbsim.report.text import to_text
@@ -23,7 +23,7 @@ REDUCING = ("all_reduce", "reduce_scatter", "reduce")
 
 def plan_json(command: str, inputs: dict[str, Any], results: Any) -> str:
     doc = {"schema": SCHEMA, "command": command, "inputs": inputs, "results": results}
-    return json.dumps(doc, indent=2) + "\n"
+    return json_text(doc, indent=2) + "\n"
 
 
 def threshold_table(results: Sequence[ThresholdResult], collective: str, topology: str,

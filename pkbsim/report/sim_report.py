@@ -6,13 +6,13 @@ are microseconds (``_us``), sizes bytes, utilisations fractions of capacity.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.table import Table
 
 from pkbsim import __version__
 from pkbsim.datafiles import display_path
+from pkbsim.files import json_text
 from pkbsim.report.text import to_text
 from pkbsim.roofline import Roofline
 from pkbsim.sim.result import SimResult
@@ -161,4 +161,4 @@ def to_dict(result: SimResult, roof: Roofline) -> dict[str, Any]:
 
 
 def render_json(result: SimResult, roof: Roofline) -> str:
-    return json.dumps(to_dict(result, roof), indent=2) + "\n"
+    return json_text(to_dict(result, roof), indent=2) + "\n"

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from typing import Any
 
 from pkbsim import __version__
+from pkbsim.files import json_text
 from pkbsim.planning.sweep import SweepResult
 from pkbsim.units import format_bytes
 
@@ -41,7 +41,7 @@ def to_dict(result: SweepResult) -> dict[str, Any]:
 
 
 def render_json(result: SweepResult) -> str:
-    return json.dumps(to_dict(result), indent=2) + "\n"
+    return json_text(to_dict(result), indent=2) + "\n"
 
 
 def render_csv(result: SweepResult) -> str:
@@ -108,7 +108,8 @@ def render_table(result: SweepResult) -> str:
     for row in result.rows:
         table.add_row(*(cell(n, row.get(n)) for n in names))
     console = Console(width=max(100, 14 * len(names)), record=True, file=io.StringIO(),
-                      color_system=None, force_terminal=False)
+                      color_system=None, force_terminal=False, markup=False, emoji=False,
+                      highlight=False)
     console.print(table)
     note = ("Times in us; bandwidths in GB/s (1e9 B/s, nccl-tests' algbw/busbw); sizes are "
             "bytes per rank")

@@ -13,10 +13,12 @@ WIDTH = 132
 
 
 def to_text(*renderables: object, width: int = WIDTH) -> str:
-    """Render rich objects to a string (the CLI decides where it goes)."""
+    """Render rich objects to a string (the CLI decides where it goes). Text is shown as it is:
+    no markup, emoji codes or highlighting, since cells hold file names, error messages and
+    candidates' output ("[/x]" must print, not fail)."""
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=False, color_system=None,
-                      soft_wrap=False)
+                      soft_wrap=False, markup=False, emoji=False, highlight=False)
     for item in renderables:
         console.print(item)
     return buffer.getvalue()

@@ -7,13 +7,13 @@ crosses. Timestamps are microseconds from simulation start. The same result give
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 from pkbsim import __version__
+from pkbsim.files import json_text
 from pkbsim.sim.result import NodeRecord, SimResult, flow_links
 
 TRACKS = ("host", "stream0")  # first lane of each: tid 0 and 1; extra lanes follow
@@ -176,4 +176,4 @@ def chrome_trace(result: SimResult) -> str:
         },
         "traceEvents": events,
     }
-    return json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n"
+    return json_text(doc, sort_keys=True, separators=(",", ":")) + "\n"

@@ -6,7 +6,6 @@ The report itself is built by pkbsim.validation.error_report; only the CLI write
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -14,6 +13,7 @@ from rich.table import Table
 
 from pkbsim import __version__
 from pkbsim.datafiles import display_path
+from pkbsim.files import json_text
 from pkbsim.report.images import check_format, deterministic_figures, figure_bytes
 from pkbsim.report.text import to_text
 from pkbsim.topology.schema import Topology
@@ -181,7 +181,7 @@ def to_dict(report: ValidationReport) -> dict[str, Any]:
 
 
 def render_json(report: ValidationReport) -> str:
-    return json.dumps(to_dict(report), indent=1) + "\n"
+    return json_text(to_dict(report), indent=1) + "\n"
 
 
 def render_markdown(report: ValidationReport) -> str:

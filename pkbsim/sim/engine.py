@@ -19,6 +19,7 @@ from typing import Any
 import simpy
 
 from pkbsim.collectives.base import SWITCH
+from pkbsim.errors import InfeasibleError
 from pkbsim.placement import fabric_for, link_efficiency
 from pkbsim.sim.collective import CallSpec, CollectiveRun
 from pkbsim.sim.network import Flow, Link, Network
@@ -298,8 +299,9 @@ class Simulation:
         unfinished = [n for n in self.nodes if n.end is None]
         if unfinished:
             n = unfinished[0]
-            raise RuntimeError(f"simulation stalled: {len(unfinished)} node(s) never ended, "
-                               f"first rank {n.rank} {n.track} {n.name}")
+            raise InfeasibleError(f"simulation stalled: {len(unfinished)} node(s) never "
+                                  f"ended, first rank {n.rank} {n.track} {n.name} (a link or "
+                                  "mechanism with no capacity?)")
         for r in range(self.world_size):
             self.hold_sms(r, 0)
             self.comm_sm_seconds[r] += self._held[r] * (self.env.now - self._held_since[r])

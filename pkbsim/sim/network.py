@@ -15,6 +15,9 @@ from typing import Any
 
 import simpy
 
+from pkbsim.errors import InfeasibleError
+from pkbsim.limits import SIM_FLOWS
+
 _EPS = 1e-12
 
 
@@ -61,6 +64,7 @@ class Network:
         self._dirty_links: dict[str, Link] = {}
         self._flush_pending = False
         self.flows_started = 0
+        self.max_flows = SIM_FLOWS.value
         self.rate_updates = 0
         self._buckets: dict[float, list[tuple[Callable[[Any], None], Any]]] = {}
         # called as on_rate(flow, old_rate, new_rate) for flows with a ``side``, after the fact
@@ -94,6 +98,8 @@ class Network:
         flow = Flow(self._next, uses, nbytes, cap, on_done, self.env.now, tag)
         flow.side = side
         self.flows_started += 1
+        if self.flows_started > self.max_flows:
+            raise SIM_FLOWS.exceeded(self.flows_started, "transfers", InfeasibleError)
         if nbytes <= 0 or not uses:
             self.call_later(0.0, on_done, flow)
             return flow

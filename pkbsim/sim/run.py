@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pkbsim.analysis import split_overrides
+from pkbsim.bounds import check_option
 from pkbsim.datafiles import looks_like_path
 from pkbsim.errors import UsageError
 from pkbsim.fields import Fields, load_yaml
@@ -70,8 +71,7 @@ def run_simulation(task: str, strategy: str = "nccl_reference",
                    preset: str = "pkb", sets: Mapping[str, str] | None = None,
                    overrides: Mapping[str, str] | None = None, iterations: int = 3,
                    trace: bool = False) -> SimResult:
-    if iterations < 1:
-        raise UsageError(f"--iterations must be at least 1, got {iterations}")
+    check_option(iterations, "iterations", "--iterations")
     spec = load_task(task)
     task_sets, topo_sets = split_overrides(sets or {}, spec)
     topo = load_topology(topology, topo_sets)

@@ -13,14 +13,17 @@ Per-op overrides (mechanism, algorithm, protocol, chunks, SMs) change either.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pkbsim.bounds import check_int, parse_number, show
 from pkbsim.collectives import ALGORITHMS
 from pkbsim.collectives.base import Context
-from pkbsim.errors import UsageError
+from pkbsim.errors import InfeasibleError, UsageError
+from pkbsim.limits import SIM_NODES
 from pkbsim.placement import fits, group_context, group_members
 from pkbsim.roofline import bound_comm_op, bound_compute_op
 from pkbsim.sim import nccl
@@ -93,10 +96,13 @@ class Builder:
         self.ends: list[list[Node]] = []  # [iteration][rank] end markers
         self._groups: dict[str, list[list[int]]] = {}
         self._specs: dict[tuple[str, int, int], CallSpec] = {}
-        known = {op.id for op in inst.ops}
-        for key in strategy.overrides:
+        known = {op.id: op for op in inst.ops}
+        for key, ov in strategy.overrides.items():
             if key not in known:
                 raise UsageError(f"override for unknown op {key!r}; ops: {', '.join(known)}")
+            if isinstance(known[key], ComputeOp) and any(vars(ov).values()):
+                raise UsageError(f"override for op {key!r}: a compute op; mechanism, "
+                                 "algorithm, protocol, chunks and sms set communication ops")
 
     # ------------------------------------------------------------ shared
 
@@ -216,7 +222,24 @@ class Builder:
 
     # ------------------------------------------------------------ strategies
 
+    def nodes_needed(self, iterations: int) -> int:
+        """An upper bound on the nodes ``build`` makes, known before making any."""
+        per_rank = 1  # the iteration's end
+        for op in self.inst.ops:
+            if self.strategy.name == "nccl_reference":
+                if isinstance(op, CommOp):
+                    per_rank += op.repeat * (2 + op.host_syncs)
+                else:
+                    per_rank += 4 + op.repeat * op.host_syncs
+            else:
+                per_rank += self._count(op) * self.pieces_of(op)
+        if self.strategy.name != "nccl_reference":
+            per_rank += 3  # the fused kernel's launch, start and end
+        return iterations * self.w * per_rank
+
     def build(self, iterations: int) -> None:
+        SIM_NODES.check(self.nodes_needed(iterations), f"simulating task {self.inst.spec.key} "
+                        f"at W = {self.w}", InfeasibleError)
         host_prev: list[Node | None] = [None] * self.w
         gpu_prev: list[Node | None] = [None] * self.w
         for it in range(iterations):
@@ -362,15 +385,14 @@ def parse_overrides(items: Mapping[str, Mapping[str, Any]], file: str = "--overr
                 raise UsageError(f"{file}: {op_id}.{key}: unknown key; expected one of "
                                  + ", ".join(OVERRIDE_KEYS))
             if key in ("chunks", "sms"):
-                try:
-                    number = int(value)
-                except (TypeError, ValueError):
-                    raise UsageError(f"{file}: {op_id}.{key}: expected an integer, got "
-                                     f"{value!r}") from None
-                if number < (1 if key == "chunks" else 0):
-                    raise UsageError(f"{file}: {op_id}.{key}: must be at least "
-                                     f"{1 if key == 'chunks' else 0}, got {number}")
-                values[key] = number
+                number = value
+                if isinstance(value, str):
+                    with contextlib.suppress(UsageError):
+                        number = parse_number(value)
+                if isinstance(number, bool) or not isinstance(number, int):
+                    raise UsageError(f"expected an integer, got {show(number)}", file=file,
+                                     field=f"{op_id}.{key}")
+                values[key] = check_int(number, key, source=file, field=f"{op_id}.{key}")
             else:
                 values[key] = str(value)
         out[str(op_id)] = OpOverride(**values)

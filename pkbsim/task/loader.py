@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from functools import lru_cache
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pkbsim import expr
+from pkbsim.bounds import check, check_int, show
 from pkbsim.datafiles import data_dir, looks_like_path, nearest
 from pkbsim.errors import ExpressionError, InfeasibleError, PkbsimError, TaskError, UsageError
 from pkbsim.fields import Fields, load_yaml
@@ -54,7 +56,7 @@ def _task_files() -> list[Path]:
 
 def _sort_key(path: Path) -> tuple[int, str]:
     head = path.stem.split("_", 1)[0]
-    return (int(head) if head.isdigit() else 10**6, path.stem)
+    return (int(head) if head.isdigit() and len(head) <= 9 else 10**9, path.stem)
 
 
 @lru_cache(maxsize=1)
@@ -106,7 +108,8 @@ def find_task(name: str) -> Path:
     if looks_like_path(name):
         path = Path(name)
         if not path.is_file():
-            raise TaskError("no such file", file=name)
+            raise TaskError("not a regular file" if path.exists() else "no such file",
+                            file=name)
         return path
     index = _index()
     if name in index:
@@ -165,12 +168,15 @@ def _params(top: Fields) -> tuple[ParamSpec, ...]:
             raise top.fail(f"params.{name}", "is not a usable parameter name")
         if isinstance(value, Mapping):
             f = Fields(value, top.file, f"params.{name}", TaskError)
-            number, help_text = f.num("value"), f.text("help", "")
+            number, help_text = f.raw("value"), f.text("help", "")
+            where = f"params.{name}.value"
             f.done()
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            number, help_text = value, ""
+            number, help_text, where = value, "", f"params.{name}"
         else:
-            raise top.fail(f"params.{name}", f"expected a number or {{value, help}}, got {value!r}")
+            raise top.fail(f"params.{name}", "expected a number or {value, help}, got "
+                           f"{type(value).__name__}")
+        number = check(number, "parameter", source=top.file, field=where, error=TaskError)
         out.append(ParamSpec(str(name), int(number) if float(number).is_integer() else number,
                              help_text))
     return tuple(out)
@@ -199,9 +205,8 @@ def _presets(top: Fields, known: set[str]) -> dict[str, PresetSpec]:
         for key, v in f.items("set"):
             if key not in known:
                 raise f.fail(f"set.{key}", "is not a parameter or derived value of this task")
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise f.fail(f"set.{key}", f"expected a number, got {v!r}")
-            values[str(key)] = v
+            values[str(key)] = check(v, "parameter", source=f.file,
+                                     field=f"{f.path}.set.{key}", error=TaskError)
         world = f.integer("world_size", None, lo=1) if f.has("world_size") else None
         f.raw("world_size", None)
         production = f.flag("production", False)
@@ -270,6 +275,9 @@ def _ops(top: Fields, groups: dict[str, GroupSpec]) -> tuple[OpSpec, ...]:
 
 def _check_op_fields(f: Fields, kind: str, fields: Mapping[str, Any],
                      groups: dict[str, GroupSpec]) -> None:
+    for key in _TEXT_FIELDS:
+        if key in fields and not isinstance(fields[key], str):
+            raise f.fail(key, f"expected text, got {show(fields[key])}")
     dtype = fields.get("dtype", "bf16")
     if dtype not in DTYPE_BYTES:
         raise f.fail("dtype", f"unknown dtype {dtype!r}; expected one of: "
@@ -372,20 +380,24 @@ def instantiate(spec: TaskSpec, world_size: int | None = None, preset: str = "pk
     chosen = spec.presets[preset]
     overrides = dict(overrides or {})
     settable = spec.settable()
-    for key in overrides:
+    for key, given in overrides.items():
+        check(given, "parameter", field=f"--set {key}")
         if key not in settable:
             raise UsageError(f"unknown --set key {key!r} for task {spec.key}; task keys: "
                              + ", ".join(settable) + "; topology keys are dotted, e.g. "
                              "scale_up.link_bandwidth_GBps")
     w = world_size if world_size is not None else (chosen.world_size or spec.default_world_size)
-    if w < 1:
+    if isinstance(w, int) and not isinstance(w, bool) and w < 1:
         raise InfeasibleError(f"world size must be at least 1, got {w}")
+    w = check_int(w, "world_size", field="world size")
     env: dict[str, float | int] = {"W": w}
     fixed = {**chosen.values, **overrides}
     for p in spec.params:
         env[p.name] = fixed.get(p.name, p.value)
     for name, value in spec.derived:
-        env[name] = fixed[name] if name in fixed else _eval(value, env, spec, f"derived.{name}")
+        env[name] = fixed[name] if name in fixed else check(
+            _eval(value, env, spec, f"derived.{name}"), "parameter", source=spec.file,
+            field=f"derived.{name}", error=TaskError)
     for c in spec.constraints:
         if not _eval(c.check, env, spec, "world_size.constraints"):
             raise InfeasibleError(f"task {spec.key} cannot run at world size {w}: "
@@ -404,7 +416,7 @@ def _group_sizes(spec: TaskSpec, env: Mapping[str, float | int], w: int) -> dict
     sizes = {}
     for g in spec.groups.values():
         size = _eval(g.size, env, spec, f"groups.{g.name}.size")
-        if size != int(size) or size < 1 or w % int(size) != 0:
+        if not math.isfinite(size) or size != int(size) or size < 1 or w % int(size) != 0:
             raise InfeasibleError(f"task {spec.key} cannot run at world size {w}: group "
                                   f"{g.name!r} has size {size:g}, which must divide {w}")
         sizes[g.name] = int(size)
@@ -423,42 +435,45 @@ def _instantiate_op(spec: TaskSpec, op: OpSpec, env: Mapping[str, float | int],
                     group_sizes: Mapping[str, int], after: tuple[str, ...]) -> Op:
     fields = op.fields
 
-    def num(key: str, default: float | int) -> float:
-        value = fields.get(key, default)
-        result = _eval(value, env, spec, f"{op.field_path}.{key}")
-        if result < 0:
+    def num(key: str, default: float | int, quantity: str) -> float:
+        """The field evaluated, inside its quantity's range (a count: a whole number)."""
+        where = f"{op.field_path}.{key}"
+        result = _eval(fields.get(key, default), env, spec, where)
+        if isinstance(result, (int, float)) and result < 0:
             raise TaskError(f"evaluates to {result:g}; expected >= 0", file=spec.file,
-                            field=f"{op.field_path}.{key}")
-        return float(result)
+                            field=where)
+        return float(check(result, quantity, source=spec.file, field=where, error=TaskError))
 
-    repeat = int(num("repeat", 1))
+    repeat = int(num("repeat", 1, "repeat"))
     common: dict[str, Any] = {
         "id": op.id, "repeat": repeat, "chain": bool(fields.get("chain", False)),
-        "after": after, "host_syncs": int(num("host_syncs", 0)),
+        "after": after, "host_syncs": int(num("host_syncs", 0, "host_syncs")),
         "note": str(fields.get("note", "")),
     }
     dtype = str(fields.get("dtype", "bf16"))
-    imbalance = num("imbalance", 1)
+    imbalance = num("imbalance", 1, "number")
     if imbalance < 1:
         raise TaskError(f"evaluates to {imbalance:g}; the largest rank over the mean is >= 1",
                         file=spec.file, field=f"{op.field_path}.imbalance")
+    imbalance = check(imbalance, "imbalance", source=spec.file,
+                      field=f"{op.field_path}.imbalance", error=TaskError)
     if op.kind == "compute":
-        root = int(num("root", 0))
+        root = int(num("root", 0, "root"))
         if root >= int(env["W"]):
             raise InfeasibleError(f"task {spec.key} op {op.id}: root {root} is outside the "
                                   f"world of {env['W']} ranks")
-        return ComputeOp(kind=str(fields["compute"]), flops=num("flops", 0),
-                         hbm_bytes=num("hbm_bytes", 0), dtype=dtype,
+        return ComputeOp(kind=str(fields["compute"]), flops=num("flops", 0, "flops"),
+                         hbm_bytes=num("hbm_bytes", 0, "bytes"), dtype=dtype,
                          tensor_core=bool(fields.get("tensor_core", fields["compute"] == "gemm")),
-                         launches=int(num("launches", 1)),
+                         launches=int(num("launches", 1, "launches")),
                          ranks=str(fields.get("ranks", "all")), root=root, imbalance=imbalance,
                          **common)
     if "bytes_per_rank" in fields:
-        nbytes = num("bytes_per_rank", 0)
+        nbytes = num("bytes_per_rank", 0, "bytes")
     else:
-        nbytes = num("elements_per_rank", 0) * DTYPE_BYTES[dtype]
+        nbytes = num("elements_per_rank", 0, "bytes") * DTYPE_BYTES[dtype]
     group = str(fields.get("group", "world"))
-    root = int(num("root", 0))
+    root = int(num("root", 0, "root"))
     if root >= group_sizes[group]:
         raise InfeasibleError(f"task {spec.key} op {op.id}: root {root} is outside group "
                               f"{group!r} of size {group_sizes[group]}")

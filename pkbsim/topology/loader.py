@@ -46,7 +46,8 @@ def find_topology(name: str) -> Path:
     if looks_like_path(name):
         path = Path(name)
         if not path.is_file():
-            raise TopologyError("no such file", file=name)
+            raise TopologyError("not a regular file" if path.exists() else "no such file",
+                                file=name)
         return path
     path = data_dir("topologies") / f"{name}.yaml"
     if not path.is_file():

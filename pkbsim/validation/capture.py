@@ -6,8 +6,6 @@ or a saved `nvidia-smi topo -m`)."""
 from __future__ import annotations
 
 import datetime
-import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -17,7 +15,8 @@ from typing import Any
 
 from pkbsim.datafiles import validate_dir
 from pkbsim.errors import UsageError
-from pkbsim.processes import NO_MULTICAST
+from pkbsim.inputs import loads_json, read_text
+from pkbsim.processes import run_short
 from pkbsim.validation.discover import DiscoveryError
 
 CASE_KEY = "topology.discover"
@@ -41,11 +40,9 @@ def read_capture(path: Path) -> Capture:
     `nvidia-smi topo -m`."""
     name = str(path)
     try:
-        text = path.expanduser().read_text(errors="replace")
-    except FileNotFoundError:
-        raise UsageError(f"--from {path}: no such file") from None
-    except OSError as exc:
-        raise UsageError(f"--from {path}: cannot read ({exc.strerror})") from None
+        text = read_text(path.expanduser())
+    except UsageError as exc:
+        raise UsageError(f"--from {path}: {exc.message}") from None
     first = text.lstrip().split("\n", 1)[0]
     if first.startswith('{"data"'):  # the probe's own output lines
         return capture_from_data(_merged_data(path.expanduser()), name)
@@ -90,10 +87,8 @@ def run_probe(timeout_s: float = PROBE_TIMEOUT_S) -> Capture:
     with tempfile.TemporaryDirectory(prefix="pkbsim-discover-") as tmp:
         raw = Path(tmp) / "probe.jsonl"
         try:
-            run = subprocess.run(
-                [sys.executable, str(script), "--case", CASE_KEY, "--out", str(raw)],
-                capture_output=True, text=True, timeout=timeout_s, check=False,
-                stdin=subprocess.DEVNULL, env={**os.environ, **NO_MULTICAST})
+            run = run_short([sys.executable, str(script), "--case", CASE_KEY, "--out", str(raw)],
+                            timeout_s)
         except subprocess.TimeoutExpired:
             raise DiscoveryError(f"timed out after {timeout_s:g} s", file=str(script)) from None
         data = _merged_data(raw)
@@ -108,10 +103,10 @@ def _merged_data(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if not path.is_file():
         return data
-    for line in path.read_text(errors="replace").splitlines():
+    for line in read_text(path).splitlines():
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
+            obj = loads_json(line)
+        except UsageError:
             continue
         if isinstance(obj, dict) and isinstance(obj.get("data"), dict):
             data.update(obj["data"])

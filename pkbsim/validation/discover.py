@@ -29,8 +29,8 @@ from pkbsim.topology.schema import Topology
 from pkbsim.validation.bases import base_for_gpu
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_CELL = re.compile(r"^(?:X|NV(\d+)|PIX|PXB|PHB|NODE|SYS|SOC)$")
-_GPU = re.compile(r"^GPU(\d+)$")
+_CELL = re.compile(r"^(?:X|NV(\d{1,4})|PIX|PXB|PHB|NODE|SYS|SOC)$")
+_GPU = re.compile(r"^GPU(\d{1,6})$")
 _INFO_COLUMNS = (("CPU", "Affinity"), ("NUMA", "Affinity"), ("GPU", "NUMA", "ID"))
 NEAR = ("PIX", "PXB")  # a NIC this close to a GPU serves it without a host bridge
 MAX_NVLINKS_PER_GPU = 18  # H100, H200, B200: no GPU to date has more NVLinks

@@ -12,12 +12,14 @@ Loading validates every field once; a bad file is one error naming the file and 
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pkbsim.bounds import check, check_int
 from pkbsim.errors import PkbsimError
+from pkbsim.files import json_text
+from pkbsim.inputs import loads_json, read_bytes
 
 SCHEMA = "pkbsim.validation/1"
 STATUSES = ("ok", "waived", "failed", "timeout")
@@ -136,7 +138,7 @@ def _case_json(case: CaseResult) -> dict[str, Any]:
 
 
 def dumps(results: Results) -> str:
-    return json.dumps(results.to_json(), indent=1, sort_keys=False) + "\n"
+    return json_text(results.to_json(), indent=1, sort_keys=False) + "\n"
 
 
 def load(path: str | Path) -> Results:
@@ -145,14 +147,7 @@ def load(path: str | Path) -> Results:
     if p.is_dir():
         p = p / "results.json"
     name = str(p)
-    try:
-        raw = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise ResultsError("no such file", file=name) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"cannot read ({exc})", file=name) from None
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"not JSON (line {exc.lineno}: {exc.msg})", file=name) from None
+    raw = loads_json(read_bytes(p, error=ResultsError), file=name, error=ResultsError)
     return parse(raw, name)
 
 
@@ -186,7 +181,7 @@ def parse(raw: Any, name: str = "<results>") -> Results:
         ms_raw = c.get("measurements", [])
         if not isinstance(ms_raw, list):
             raise fail(f"{where}.measurements", "expected a list")
-        ms = tuple(_measurement(m, f"{where}.measurements[{j}]", fail)
+        ms = tuple(_measurement(m, f"{where}.measurements[{j}]", fail, name)
                    for j, m in enumerate(ms_raw))
         command = c.get("command", [])
         data = c.get("data", {})
@@ -199,8 +194,9 @@ def parse(raw: Any, name: str = "<results>") -> Results:
             raise fail(f"{where}.error", "expected a string or null")
         cases.append(CaseResult(
             key=key, description=str(c.get("description", "")),
-            gpus=_get(c, "gpus", int, where, fail), status=status, measurements=ms,
-            error=error, elapsed_s=float(_get(c, "elapsed_s", (int, float), where, fail, 0.0)),
+            gpus=_count(c, "gpus", where, name), status=status, measurements=ms, error=error,
+            elapsed_s=check(_get(c, "elapsed_s", (int, float), where, fail, 0.0), "us",
+                            source=name, field=f"{where}.elapsed_s", error=ResultsError),
             command=tuple(command), data=data))
     return Results(env, tuple(cases), options, name)
 
@@ -225,21 +221,26 @@ def _kind_name(kind: Any) -> str:
     return "a number"
 
 
-def _measurement(m: Any, where: str, fail: Any) -> Measurement:
+def _measurement(m: Any, where: str, fail: Any, file: str) -> Measurement:
     if not isinstance(m, dict):
         raise fail(where, "expected an object")
     op = _get(m, "op", str, where, fail)
     if op not in OPS:
         raise fail(f"{where}.op", f"unknown op {op!r}")
-    size = _get(m, "size_bytes", int, where, fail)
+    def number(key: str, quantity: str) -> float:
+        return check(m[key], quantity, source=file, field=f"{where}.{key}", error=ResultsError)
+
+    size = int(check(_get(m, "size_bytes", int, where, fail), "bytes", source=file,
+                     field=f"{where}.size_bytes", error=ResultsError))
     time_us = float(_get(m, "time_us", (int, float), where, fail))
-    if size < 0:
-        raise fail(f"{where}.size_bytes", f"expected >= 0, got {size}")
     if not time_us > 0:
         raise fail(f"{where}.time_us", f"expected a time > 0, got {time_us}")
+    time_us = number("time_us", "measured_us")
     bw = m.get("bandwidth_GBps")
     if bw is not None and (isinstance(bw, bool) or not isinstance(bw, (int, float))):
         raise fail(f"{where}.bandwidth_GBps", f"expected a number or null, got {bw!r}")
+    if bw is not None:
+        bw = number("bandwidth_GBps", "GBps")
     params = m.get("params", {})
     if not isinstance(params, dict):
         raise fail(f"{where}.params", "expected an object")
@@ -248,7 +249,18 @@ def _measurement(m: Any, where: str, fail: Any) -> Measurement:
         v = m.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise fail(f"{where}.{key}", f"expected a number or null, got {v!r}")
-        opt[key] = None if v is None else float(v)
+        opt[key] = None if v is None else number(key, "measured_us")
     return Measurement(op, size, time_us, None if bw is None else float(bw),
-                       int(_get(m, "repeats", int, where, fail, 1)), opt["min_us"],
-                       opt["max_us"], params)
+                       _count(m, "repeats", where, file, 1), opt["min_us"], opt["max_us"],
+                       params)
+
+
+def _count(obj: dict[str, Any], key: str, where: str, file: str | None,
+           default: int | None = None) -> int:
+    """A whole number >= 0 (GPUs, repeats)."""
+    if key not in obj and default is not None:
+        return default
+    if key not in obj:
+        raise ResultsError("is required but missing", file=file, field=f"{where}.{key}")
+    return check_int(obj[key], "count", source=file, field=f"{where}.{key}",
+                     error=ResultsError)

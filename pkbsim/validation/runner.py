@@ -18,7 +18,7 @@ Nothing here prints: progress goes to the ``on_event`` callback.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import subprocess
 import sys
@@ -32,7 +32,15 @@ from pkbsim import __version__
 from pkbsim.datafiles import validate_dir
 from pkbsim.errors import PkbsimError, UsageError
 from pkbsim.files import write_atomic
-from pkbsim.processes import NO_MULTICAST, error_tail, exit_text, read_tail, run_in_group
+from pkbsim.inputs import loads_json, read_text
+from pkbsim.processes import (
+    NO_MULTICAST,
+    error_tail,
+    exit_text,
+    read_tail,
+    run_in_group,
+    run_short,
+)
 from pkbsim.validation.cases import Case, keys
 from pkbsim.validation.results import (
     SCHEMA,
@@ -74,19 +82,15 @@ def probe_environment(scripts: Path) -> dict[str, Any]:
     if not script.is_file():
         raise ValidationError("no such script", file=str(script))
     try:
-        run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                             timeout=PROBE_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL,
-                             env={**os.environ, **NO_MULTICAST})
+        run = run_short([sys.executable, str(script)], PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise ValidationError(f"timed out after {PROBE_TIMEOUT_S:g} s",
                               file=str(script)) from None
     lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
     env: Any = None
     if lines:
-        try:
-            env = json.loads(lines[-1])
-        except json.JSONDecodeError:
-            env = None
+        with contextlib.suppress(PkbsimError):
+            env = loads_json(lines[-1])
     if run.returncode != 0 or not isinstance(env, dict) or not _is_count(env.get("gpu_count")):
         raise ValidationError(f"probe failed (exit {run.returncode}): "
                               f"{error_tail(run.stderr) or 'no JSON object printed'}",
@@ -288,10 +292,12 @@ def run_case(case: Case, script: Path, cmd: list[str], env: dict[str, str], out_
 def read_raw(path: Path, name: str) -> tuple[list[Measurement], dict[str, Any], str | None]:
     """(measurements, data, error) from a case's JSON lines. A last line cut short by a crash
     is skipped; any other bad line is an error (the good lines are kept)."""
-    try:
-        text = path.read_text(errors="replace")
-    except FileNotFoundError:
+    if not path.exists():
         return [], {}, None
+    try:
+        text = read_text(path)
+    except PkbsimError as exc:
+        return [], {}, exc.one_line()
     measurements: list[Measurement] = []
     data: dict[str, Any] = {}
     errors: list[str] = []
@@ -300,10 +306,10 @@ def read_raw(path: Path, name: str) -> tuple[list[Measurement], dict[str, Any], 
         if not row.strip():
             continue
         try:
-            obj = json.loads(row)
-        except json.JSONDecodeError:
+            obj = loads_json(row)
+        except PkbsimError as exc:
             if number < len(rows):  # a complete line (the last one may be cut short)
-                errors.append(f"{name} line {number}: not JSON")
+                errors.append(f"{name} line {number}: {exc.message}")
             continue
         try:
             if not isinstance(obj, dict) or len(obj) != 1 or \

@@ -106,7 +106,7 @@ def test_strategy_file(cli) -> None:
      "no way to carry all_to_all with mechanism nvls_multimem"),
     (["--gantt", "out.gif"], "expected a file ending in .png, .svg or .pdf"),
     (["--trace", "/no/such/folder/t.json"], "does not exist"),
-    (["--iterations", "0"], "--iterations must be at least 1"),
+    (["--iterations", "0"], "--iterations 0: expected an integer >= 1 and <= 1,000"),
     (["--world-size", "16"], "needs 16 GPUs"),
     (["--format", "csv"], "simulate writes table or json"),
 ])

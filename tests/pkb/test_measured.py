@@ -91,7 +91,7 @@ def _error(fn, *args) -> str:  # type: ignore[no-untyped-def]
 def test_bad_json(tmp_path: Path) -> None:
     root = _copy(tmp_path)
     _perf(root).write_text("{not json")
-    assert "rank_2_perf.json: not valid JSON" in _error(read_pkb_logs, root)
+    assert "rank_2_perf.json: not JSON" in _error(read_pkb_logs, root)
 
 
 @pytest.mark.parametrize(("content", "expected"), [

@@ -294,7 +294,7 @@ def test_read_perf(tmp_path: Path) -> None:
     assert [(r.rank, r.time_us, r.std_us, r.min_us, r.max_us) for r in ranks] == [
         (0, 500.0, 100.0, 250.0, 2000.0)]
     assert missing[0] == "rank_1_perf.json: wall_time_ms 0.0 is not a positive time"
-    assert missing[1].startswith("rank_2_perf.json: unreadable (JSONDecodeError")
+    assert missing[1].startswith("rank_2_perf.json: unreadable (not JSON")
     assert missing[2] == "rank 3 wrote no rank_3_perf.json"
 
 

@@ -462,8 +462,8 @@ def test_cli_runs_and_waives_without_a_gpu(cli, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "text"), [
-    (["--gpus", "0"], "--gpus 0: expected 1 or more"),
-    (["--timeout", "0"], "--timeout 0.0: expected a number of seconds > 0"),
+    (["--gpus", "0"], "--gpus 0: expected an integer >= 1 and <= 100,000"),
+    (["--timeout", "0"], "--timeout 0.0: expected a number > 0 and <= 10,000,000"),
     (["--nnodes", "2"], "needs --rdzv-endpoint"),
     (["--nnodes", "2", "--rdzv-endpoint", "node1"], "expected HOST:PORT"),
     (["--rdzv-endpoint", "node1:29500"], "only used with --nnodes 2 or more"),

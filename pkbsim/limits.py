@@ -1,0 +1,69 @@
+"""Bounds on work: how much one command may simulate, read or parse before it is refused.
+
+Each limit has a default and an environment variable that raises (or lowers) it, for a user who
+really needs more; ``docs/limits.md`` lists them. A limit that is hit is one error that names it
+and its variable.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from pkbsim.errors import PkbsimError, UsageError
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: str
+    default: int
+    env: str
+    what: str
+
+    @property
+    def value(self) -> int:
+        """The default, or the environment's override (a positive integer)."""
+        text = os.environ.get(self.env)
+        if text is None or not text.strip():
+            return self.default
+        text = text.strip()
+        if not text.isdigit() or len(text) > 19 or int(text) < 1:
+            raise UsageError(f"{self.env}={text[:40]!r}: expected a positive integer "
+                             f"(the limit on {self.what})")
+        return int(text)
+
+    def exceeded(self, amount: float, what: str, error: type[PkbsimError] = UsageError,
+                 file: str | None = None, field: str | None = None) -> PkbsimError:
+        """The error for ``amount`` over this limit."""
+        return error(f"{what}: {amount:,.0f} is over the limit of {self.value:,} {self.what} "
+                     f"(raise it with {self.env}=N)", file=file, field=field)
+
+    def check(self, amount: float, what: str, error: type[PkbsimError] = UsageError,
+              file: str | None = None, field: str | None = None) -> None:
+        if amount > self.value:
+            raise self.exceeded(amount, what, error, file, field)
+
+
+SIM_NODES = Limit("sim_nodes", 2_000_000, "PKBSIM_MAX_SIM_NODES",
+                  "timed nodes (host dispatches, kernels, calls) in one simulation")
+SIM_FLOWS = Limit("sim_flows", 50_000_000, "PKBSIM_MAX_SIM_FLOWS",
+                  "transfers started in one simulation")
+SWEEP_POINTS = Limit("sweep_points", 100_000, "PKBSIM_MAX_SWEEP_POINTS", "points in one sweep")
+AXIS_VALUES = Limit("axis_values", 100_000, "PKBSIM_MAX_AXIS_VALUES",
+                    "values in one sweep axis")
+INPUT_BYTES = Limit("input_bytes", 256 * 2**20, "PKBSIM_MAX_INPUT_BYTES",
+                    "bytes in one data, results or log file")
+SOURCE_BYTES = Limit("source_bytes", 4 * 2**20, "PKBSIM_MAX_SOURCE_BYTES",
+                     "bytes in one solution file inspected")
+SOURCE_FILES = Limit("source_files", 100_000, "PKBSIM_MAX_SOURCE_FILES",
+                     "solution files inspected in one command")
+NESTING = Limit("nesting", 100, "PKBSIM_MAX_NESTING",
+                "levels of nesting in a JSON or YAML file")
+RANK_FILE_BYTES = Limit("rank_file_bytes", 2**20, "PKBSIM_MAX_RANK_FILE_BYTES",
+                        "bytes in one rank's status or timing file (a candidate may write "
+                        "over it)")
+CPU_RANKS = Limit("cpu_ranks", 64, "PKBSIM_MAX_CPU_RANKS",
+                  "ranks of a pkbsim run on CPU (one process each)")
+
+LIMITS = (SIM_NODES, SIM_FLOWS, SWEEP_POINTS, AXIS_VALUES, INPUT_BYTES, SOURCE_BYTES,
+          SOURCE_FILES, NESTING, RANK_FILE_BYTES, CPU_RANKS)
