@@ -156,30 +156,31 @@ def mutated(name: str, text: str, parse: Any) -> st.SearchStrategy[tuple[tuple[A
 
 
 TOPOLOGY = (ROOT / "topologies" / "dgx-h100.yaml").read_text()
-TASK = (ROOT / "tasks" / "83_vocab_parallel_log_prob_topk_chunked.yaml").read_text()
 RESULTS = (DATA / "validation" / "synthetic_1gpu.json").read_text()
 PERF = json.dumps({"wall_time_ms": 0.031, "wall_time_std_ms": 0.001, "min_time_ms": 0.03,
                    "max_time_ms": 0.04})
 
 
-@pytest.mark.slow
-@settings(SETTINGS, max_examples=EXAMPLES or 150)
-@given(change=mutated("topology", TOPOLOGY, yaml.safe_load))
-def test_mutated_topology(cli, tmp_path_factory: pytest.TempPathFactory,
-                          change: tuple[tuple[Any, ...], Any]) -> None:
-    path = tmp_path_factory.mktemp("topo") / "t.yaml"
-    path.write_text(yaml_text(replaced(yaml.safe_load(TOPOLOGY), *change)))
-    run(cli, ["analyze", "-t", "grpo", "--topology", str(path), "--format", "json"])
+YAML_FILES = {  # name -> (text, the command that reads the mutated file as {path})
+    "topology": (TOPOLOGY, ["analyze", "-t", "grpo", "--topology", "{path}", "--format", "json"]),
+    "task": ((ROOT / "tasks" / "83_vocab_parallel_log_prob_topk_chunked.yaml").read_text(),
+             ["simulate", "--task", "{path}", "--format", "json"]),
+}
 
 
 @pytest.mark.slow
-@settings(SETTINGS, max_examples=EXAMPLES or 150)
-@given(change=mutated("task", TASK, yaml.safe_load))
-def test_mutated_task(cli, tmp_path_factory: pytest.TempPathFactory,
-                      change: tuple[tuple[Any, ...], Any]) -> None:
-    path = tmp_path_factory.mktemp("task") / "t.yaml"
-    path.write_text(yaml_text(replaced(yaml.safe_load(TASK), *change)))
-    run(cli, ["simulate", "--task", str(path), "--format", "json"])
+@pytest.mark.parametrize("name", sorted(YAML_FILES))
+def test_mutated_yaml_file(cli, tmp_path_factory: pytest.TempPathFactory, name: str) -> None:
+    text, command = YAML_FILES[name]
+
+    @settings(SETTINGS, max_examples=EXAMPLES or 150)
+    @given(change=mutated(name, text, yaml.safe_load))
+    def one(change: tuple[tuple[Any, ...], Any]) -> None:
+        path = tmp_path_factory.mktemp(name) / "f.yaml"
+        path.write_text(yaml_text(replaced(yaml.safe_load(text), *change)))
+        run(cli, [a.format(path=path) for a in command])
+
+    one()
 
 
 def _json_text(data: Any) -> str:
