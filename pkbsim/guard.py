@@ -169,7 +169,8 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, signal.SIG_IGN)
     kill_tree(me, min(grace_s, 2.0), reap=True)  # leftovers must not hold a GPU
     if code < 0:  # end as the command did: killed by the same signal
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught anyway
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(me, -code)
     return code
 

@@ -51,7 +51,10 @@ def check_writable(out: Path, option: str, *, regular: bool = False) -> None:
 
 
 def image_format(path: Path, option: str, suffixes: tuple[str, ...] = IMAGE_SUFFIXES) -> str:
-    """The image format a path's suffix names (png, svg, pdf), or a usage error."""
+    """The image format a path's suffix names (png, svg, pdf; PNG for ``-``, standard output),
+    or a usage error."""
+    if str(path) == "-":
+        return suffixes[0][1:]
     suffix = path.suffix.lower()
     if suffix not in suffixes:
         names = (", ".join(suffixes[:-1]) + " or " + suffixes[-1]) if len(suffixes) > 1 \

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 from paths import ROOT
 
-from pkbsim.guard import alive, descendants
+from pkbsim.guard import alive, descendants, kill_tree
+from pkbsim.guard import main as guard_main
 from pkbsim.pkb.runner import visible_gpus
+from pkbsim.processes import guarded
 
 # The command pkbsim runs: it starts a grandchild in a new session, then both wait forever.
 CHILD = textwrap.dedent("""
@@ -105,3 +107,33 @@ def test_run_on_cpu_bounds_its_ranks(cli, tmp_path: Path) -> None:
             "--device", "cpu", "-w", "1000")
     assert r.code == 2 and "over the limit of 64 ranks" in r.err
     assert "PKBSIM_MAX_CPU_RANKS" in r.err
+
+
+def test_kill_tree_reaches_a_grandchild_in_its_own_session() -> None:
+    code = ("import subprocess, sys, time\n"
+            "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],"
+            " start_new_session=True)\n"
+            "print(g.pid, flush=True)\n"
+            "time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        grand = int(parent.stdout.readline())
+        assert [pid for pid, _ in descendants(parent.pid)] == [grand]
+        kill_tree(parent.pid, 1.0)
+        assert wait_for(lambda: not alive(grand), 10)
+        assert alive(parent.pid)  # the root itself is the caller's to end
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_the_guard_refuses_a_bad_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert guard_main(["guard.py", "1"]) == 2
+    assert "usage: guard.py PARENT_PID GRACE_S -- COMMAND" in capsys.readouterr().err
+
+
+def test_the_guard_ends_as_its_command_did(tmp_path: Path) -> None:
+    for code, expected in (("raise SystemExit(3)", 3), ("import os; os.kill(os.getpid(), 9)", -9)):
+        done = subprocess.run(guarded([sys.executable, "-c", code]), timeout=60)
+        assert done.returncode == expected

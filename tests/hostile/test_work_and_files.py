@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -199,3 +201,54 @@ def test_a_solution_file_named_like_markup(cli, tmp_path: Path) -> None:
     assert r.code == 0 and "a[red]b.py" in r.out
     r = cli("inspect", str(folder / "a[red]b.py"))
     assert r.code == 0 and "[bold]sols" in r.out
+
+
+def test_limits_lists_every_range_and_bound(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pkbsim.bounds import QUANTITIES
+    from pkbsim.limits import LIMITS
+
+    monkeypatch.setenv("PKBSIM_MAX_SWEEP_POINTS", "123")
+    r = cli("limits")
+    assert r.code == 0
+    for name in (*QUANTITIES, *(lim.env for lim in LIMITS)):
+        assert name in r.out
+    row = next(line for line in r.out.splitlines() if line.startswith("sweep_points"))
+    assert "100,000" in row and "123" in row  # default and the value in force
+    md = cli("limits", "--format", "markdown")
+    assert md.code == 0 and "| sweep_points | 100,000 | PKBSIM_MAX_SWEEP_POINTS |" in md.out
+
+
+def test_a_folder_or_an_unreadable_path_is_one_error(tmp_path: Path) -> None:
+    from pkbsim.errors import UsageError
+    from pkbsim.inputs import read_bytes
+
+    with pytest.raises(UsageError, match="is a folder"):
+        read_bytes(tmp_path)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "f.json").write_text("{}")
+    with pytest.raises(UsageError, match=r"cannot read"):
+        read_bytes(locked / "f.json" / "x")
+
+
+def test_bytes_to_dash_go_to_stdout(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "pkbsim", "simulate", "-t", "grpo", "--gantt",
+                           "-", "--out", str(tmp_path / "t.txt")], capture_output=True,
+                          cwd=ROOT, timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout.startswith(b"\x89PNG"), done.stderr
+
+
+def test_a_failed_atomic_write_leaves_no_temporary_file(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pkbsim import files
+
+    target = tmp_path / "out.json"
+    target.write_text("kept")
+
+    def refuse(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files.os, "replace", refuse)
+    with pytest.raises(OSError):
+        files.write_atomic(target, "new")
+    assert target.read_text() == "kept" and [p.name for p in tmp_path.iterdir()] == ["out.json"]
