@@ -126,7 +126,7 @@ def main() -> None:
             continue
         try:
             res = simulate(instantiate(load_task(stem), w, "pkb"), topo,
-                           Strategy("nccl_reference"))
+                           Strategy("nccl_reference", reference="task"))
         except PkbsimError as exc:
             skipped.append((stem, f"not predicted: {exc.one_line()}"))
             continue

@@ -3,6 +3,7 @@
     python -m torch.distributed.run --standalone --nproc-per-node W validate/pkb_references.py \
         --pkb-root PKB --logs-dir OUT/logs --status-dir OUT/status --summary OUT/summary.json \
         [--only 1,13,83 | --skip 48] [--device cuda|cpu] [--problem-timeout 60] [--profile-iters 20]
+        [--sizes 1024x1024,4096x1024]
 
 For each ``reference/<id>_<name>.py`` of the checkout (sorted by id, or those in --only) it runs
 validate/pkb_run.py's reference path: PKB's inputs, one checked call, then PKB's timing
@@ -155,22 +156,31 @@ def main() -> int:
     parser.add_argument("--profile-iters", type=int, default=0)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--problem-timeout", type=float, default=60.0)
+    parser.add_argument("--sizes", default="1024x1024",
+                        help="ROWSxCOLS,... (PKB's --m x --n); each problem runs at each")
     opts = parser.parse_args()
+    sizes = [tuple(int(x) for x in item.split("x")) for item in opts.sizes.split(",") if item]
     only = ids(opts.only) or None
     rank, world_size, dev = pkb_run.setup(opts.device)
     signal.signal(signal.SIGALRM, _alarm)
     summary: dict[str, Any] = {"world_size": world_size, "device": opts.device, "problems": []}
-    for pid, path in references(Path(opts.pkb_root), only, ids(opts.skip)):
+    for (pid, path), (rows, cols) in ((ref, size) for ref in references(
+            Path(opts.pkb_root), only, ids(opts.skip)) for size in sizes):
+        tag = "" if (rows, cols) == (1024, 1024) else f"_m{rows}_n{cols}"
         args = pkb_run.parse_args([
             "--pkb-root", opts.pkb_root, "--reference", str(path), "--problem-id", str(pid),
-            "--logs-dir", os.path.join(opts.logs_dir, f"problem_{path.stem}", "reference"),
-            "--status-dir", os.path.join(opts.status_dir, path.stem),
-            "--device", opts.device])
+            "--logs-dir", os.path.join(opts.logs_dir, f"problem_{path.stem}{tag}", "reference"),
+            "--status-dir", os.path.join(opts.status_dir, path.stem + tag),
+            "--device", opts.device, "--rows", str(rows), "--cols", str(cols)])
         status = pkb_run.Status(args.status_dir, rank, world_size, "reference")
-        row: dict[str, Any] = {"problem": path.stem, "status": "ok", "error": None}
+        row: dict[str, Any] = {"problem": path.stem, "rows": rows, "cols": cols,
+                               "status": "ok", "error": None}
         signal.setitimer(signal.ITIMER_REAL, opts.problem_timeout)
         try:
-            row.update(spread(pkb_run.run(args, status, rank, world_size, dev)))
+            per_iter = pkb_run.run(args, status, rank, world_size, dev)
+            row.update(spread(per_iter))
+            if per_iter:  # PKB's wall_time_ms: the mean of the timed iterations
+                row["mean_us"] = statistics.fmean(per_iter) * 1e3
             if opts.profile_iters > 0 and dev.type == "cuda":
                 row.update(profiled(args, rank, world_size, dev, opts.profile_iters))
         except Exception as exc:  # one problem's failure must not stop the others
@@ -181,7 +191,8 @@ def main() -> int:
             signal.setitimer(signal.ITIMER_REAL, 0)
         row.update(tidy())
         summary["problems"].append(row)
-        print(f"pkb_references: {path.stem}: {row['status']} {row['error'] or ''}", flush=True)
+        print(f"pkb_references: {path.stem} {rows}x{cols}: {row['status']} {row['error'] or ''}",
+              flush=True)
         if rank == 0:
             Path(opts.summary).write_text(json.dumps(summary, indent=1))
     return 0

@@ -25,6 +25,7 @@ from pkbsim.cli import (
     run,
     simulate,
     sweep,
+    trace,
     validate,
 )
 from pkbsim.errors import PkbsimError, shorten
@@ -42,6 +43,7 @@ COMMANDS: tuple[tuple[str, Command], ...] = (
     ("inspect", inspect.inspect_solutions),
     ("compare", compare.compare),
     ("sweep", sweep.sweep),
+    ("trace", trace.trace),
     ("limits", limits.limits),
 )
 # (name, help, its commands)

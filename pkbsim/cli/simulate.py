@@ -10,9 +10,9 @@ import typer
 
 from pkbsim.cli.options import (
     Format,
+    OptionalTask,
     Out,
     Sets,
-    Task,
     Topology,
     format_option,
     number_option,
@@ -25,7 +25,7 @@ FORMATS = ("table", "json")
 
 
 def simulate(
-    task: Task,
+    task: OptionalTask = None,
     strategy: Annotated[str, typer.Option(
         help="nccl_reference (what PKB's reference does), custom_best (the best kernel the "
              "machine allows), or a strategy YAML file.")] = "nccl_reference",
@@ -44,6 +44,12 @@ def simulate(
         help="Write a Chrome/Perfetto trace (JSON) of the timeline here.")] = None,
     gantt: Annotated[Path | None, typer.Option(
         help="Draw the timeline as a Gantt chart here (.png, .svg or .pdf).")] = None,
+    reference_model: Annotated[str, typer.Option(
+        help="nccl_reference's program: auto (the shipped trace where there is one, else the "
+             "task file), trace (fail without one) or task (the task file's ops).")] = "auto",
+    trace_file: Annotated[Path | None, typer.Option(
+        help="A trace from pkbsim trace: the reference runs it (with --task, in place of the "
+             "task's; alone, the task is made from it).")] = None,
     fmt: Annotated[Format, format_option(FORMATS, "table or json.")] = Format.table,
     out: Out = None,
 ) -> None:
@@ -60,7 +66,9 @@ def simulate(
 
     result = run_simulation(task, strategy, topology, world_size, preset,
                             parse_sets(set_ or []), parse_sets(override or [], "--override"),
-                            iterations, trace=trace is not None or gantt is not None)
+                            iterations, trace=trace is not None or gantt is not None,
+                            reference_model=reference_model,
+                            trace_file=str(trace_file) if trace_file is not None else None)
     roof = roofline(result.instance, result.topology)
     if fmt is Format.json:
         write_output(sim_report.render_json(result, roof), out)

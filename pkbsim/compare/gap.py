@@ -528,7 +528,11 @@ class _Sims:
             inst = self.inst
             if not cfg.host_syncs:
                 inst = replace(inst, ops=tuple(replace(o, host_syncs=0) for o in inst.ops))
-            strategy = Strategy(cfg.base, dict(cfg.pins), cfg.chunks)
+            # PKB's reference as it is runs its traced program where one is shipped; a fix
+            # (host syncs removed, pins) edits the task file's ops, so it runs that model
+            plain = cfg.base == "nccl_reference" and not cfg.pins and cfg.host_syncs
+            strategy = Strategy(cfg.base, dict(cfg.pins), cfg.chunks,
+                                reference="auto" if plain else "task")
             self.done[cfg] = simulate(inst, self.topo, strategy)
         return self.done[cfg].predicted_us
 

@@ -16,7 +16,7 @@ from pkbsim.files import json_text
 from pkbsim.report.text import to_text
 from pkbsim.roofline import Roofline
 from pkbsim.sim.result import SimResult
-from pkbsim.sim.strategies import CommChoice
+from pkbsim.sim.strategies import CommChoice, Strategy
 from pkbsim.units import US, format_bytes
 
 SCHEMA = "pkbsim.simulation/1"
@@ -66,6 +66,8 @@ def sim_table(result: SimResult, roof: Roofline) -> str:
                                    if sets else ""),
         f"Strategy {strategy.name} ({strategy.source}){extra}; each op in {result.pieces} "
         f"piece(s){tried}",
+        *([f"Reference model: {reference_model(strategy)}"]
+          if strategy.name == "nccl_reference" else []),
         f"Predicted {_num(result.predicted_us)} us per iteration (slowest rank "
         f"{result.slowest_rank}; steady state of {result.iterations} back-to-back iterations)",
         f"Roofline t_roof {_num(t_roof)} us ({roof.binding}): predicted / t_roof = "
@@ -81,11 +83,19 @@ def sim_table(result: SimResult, roof: Roofline) -> str:
         ops.add_column(col, justify="left" if col in ("op", "kind", "how") else "right",
                        overflow="fold")
     by_id = {op.id: op for op in inst.ops}
+    segments = _segments(result)
     for t in result.ops:
-        op = by_id[t.id]
-        size = format_bytes(op.bytes_per_rank) if op.category == "comm" else "-"  # type: ignore[union-attr]
-        kind = t.kind if t.category == "comm" else f"compute:{t.kind}"
-        ops.add_row(t.id, kind, str(op.repeat), size, how(t.choice), _num(t.gpu_us),
+        if t.id in segments:  # a traced program's segment
+            seg = segments[t.id]
+            repeat, size = seg.times, (format_bytes(seg.collective.bytes)
+                                       if seg.collective is not None else "-")
+            kind = t.kind
+        else:
+            op = by_id[t.id]
+            repeat = op.repeat
+            size = format_bytes(op.bytes_per_rank) if op.category == "comm" else "-"  # type: ignore[union-attr]
+            kind = t.kind if t.category == "comm" else f"compute:{t.kind}"
+        ops.add_row(t.id, kind, str(repeat), size, how(t.choice), _num(t.gpu_us),
                     _num(t.host_us), _num(t.start_us), _num(t.end_us))
     links = Table(title="Busiest links (whole run)", title_justify="left", show_edge=False,
                   pad_edge=False)
@@ -127,6 +137,8 @@ def to_dict(result: SimResult, roof: Roofline) -> dict[str, Any]:
             "pieces_tried": {str(k): v for k, v in sorted(result.tried.items())},
             "overrides": {op: {k: v for k, v in vars(ov).items() if v is not None}
                           for op, ov in sorted(strategy.overrides.items())},
+            **({"reference_model": reference_model(strategy)}
+               if strategy.name == "nccl_reference" else {}),
         },
         "iterations": result.iterations,
         "predicted_us": result.predicted_us,
@@ -162,3 +174,18 @@ def to_dict(result: SimResult, roof: Roofline) -> dict[str, Any]:
 
 def render_json(result: SimResult, roof: Roofline) -> str:
     return json_text(to_dict(result, roof), indent=2) + "\n"
+
+
+def _segments(result: SimResult) -> dict[str, Any]:
+    chosen = result.strategy.program if result.strategy.name == "nccl_reference" else None
+    if chosen is None:
+        return {}
+    return {f"seg{i}": seg for i, seg in enumerate(chosen.program.segments)}
+
+
+def reference_model(strategy: Strategy) -> str:
+    """Which program the reference ran: a traced one (where and how scaled) or the task file's
+    ops."""
+    if strategy.program is not None:
+        return strategy.program.describe()
+    return "task file (operators and kernels as the task file lists them)"

@@ -16,6 +16,7 @@ from pkbsim.sim.result import SimResult, summarize
 from pkbsim.sim.strategies import CHUNK_CHOICES, STRATEGIES, Builder, Strategy
 from pkbsim.task.schema import ComputeOp, TaskInstance
 from pkbsim.topology.schema import Topology
+from pkbsim.trace.store import reference_program
 from pkbsim.units import US
 
 __all__ = ["STRATEGIES", "CollectiveResult", "SimOptions", "SimResult", "Strategy", "simulate",
@@ -29,6 +30,15 @@ def simulate(inst: TaskInstance, topo: Topology, strategy: Strategy,
     fastest (ties: fewer pieces)."""
     check_world_size(inst, topo)
     options = options or SimOptions()
+    # per-op overrides name the task file's ops: with them, auto keeps the task file's model
+    if strategy.name == "nccl_reference" and strategy.program is None and (
+            strategy.reference == "trace" or (strategy.reference == "auto"
+                                              and not strategy.overrides)):
+        chosen = reference_program(inst)
+        if chosen is None and strategy.reference == "trace":
+            raise UsageError(f"task {inst.spec.key} has no traced reference program; use "
+                             "--reference-model task, or trace it (pkbsim trace)")
+        strategy = replace(strategy, program=chosen)
     if not any(isinstance(op, ComputeOp) for op in inst.ops):
         options = SimOptions(options.iterations, options.trace, hbm_contention=False)
     if strategy.name == "custom_best" and strategy.chunks is None:

@@ -158,15 +158,26 @@ def _op_timings(sim: Simulation, builder: Builder, inst: TaskInstance, last: int
             continue
         begin = n.ready if n.ready is not None else n.start
         spans.setdefault(name, {}).setdefault(n.rank, []).append((begin, n.end))
+    rows: list[tuple[str, str, str, CommChoice | None]] = []
+    chosen = builder.strategy.program if builder.strategy.name == "nccl_reference" else None
+    if chosen is not None:  # a traced program: one row per segment (pkbsim.trace.program)
+        for i, seg in enumerate(chosen.program.segments):
+            coll = seg.collective.name if seg.collective is not None else ""
+            kind = f"{int(seg.kernel_count)} kernels, then {coll or seg.end}"
+            rows.append((f"seg{i}", "comm" if coll else "compute", kind,
+                         builder.choices.get(f"seg{i}:{coll}") if coll else None))
+    else:
+        rows = [(op.id, op.category, op.kind,
+                 builder.choices.get(op.id) if isinstance(op, CommOp) else None)
+                for op in inst.ops]
     out = []
-    for op in inst.ops:
-        per_rank = spans.get(op.id, {})
+    for op_id, category, kind, choice in rows:
+        per_rank = spans.get(op_id, {})
         busy = max((_union(iv) for iv in per_rank.values()), default=0.0)
         mine = per_rank.get(slowest, [(t0, t0)])
         out.append(OpTiming(
-            op.id, op.category, op.kind, _us(busy), _us(host.get(op.id, 0.0)),
-            _us(min(a for a, _ in mine) - t0), _us(max(b for _, b in mine) - t0),
-            builder.choices.get(op.id) if isinstance(op, CommOp) else None))
+            op_id, category, kind, _us(busy), _us(host.get(op_id, 0.0)),
+            _us(min(a for a, _ in mine) - t0), _us(max(b for _, b in mine) - t0), choice))
     return tuple(out)
 
 

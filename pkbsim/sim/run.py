@@ -16,7 +16,13 @@ from pkbsim.datafiles import looks_like_path
 from pkbsim.errors import UsageError
 from pkbsim.fields import Fields, load_yaml
 from pkbsim.sim import SimOptions, SimResult, simulate
-from pkbsim.sim.strategies import STRATEGIES, OpOverride, Strategy, parse_overrides
+from pkbsim.sim.strategies import (
+    REFERENCE_MODELS,
+    STRATEGIES,
+    OpOverride,
+    Strategy,
+    parse_overrides,
+)
 from pkbsim.task.loader import instantiate, load_task
 from pkbsim.topology.loader import DEFAULT_TOPOLOGY, load_topology
 
@@ -66,16 +72,42 @@ def _strategy_file(path: Path) -> Strategy:
     return Strategy(base, parse_overrides(ops, str(path)), chunks, str(path))
 
 
-def run_simulation(task: str, strategy: str = "nccl_reference",
+def run_simulation(task: str | None, strategy: str = "nccl_reference",
                    topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
                    preset: str = "pkb", sets: Mapping[str, str] | None = None,
                    overrides: Mapping[str, str] | None = None, iterations: int = 3,
-                   trace: bool = False) -> SimResult:
+                   trace: bool = False, reference_model: str = "auto",
+                   trace_file: str | None = None) -> SimResult:
+    """``trace_file`` (from ``pkbsim trace``): the reference runs that program; without a
+    ``task`` the task itself is made from the trace (pkbsim.trace.synthetic)."""
     check_option(iterations, "iterations", "--iterations")
-    spec = load_task(task)
-    task_sets, topo_sets = split_overrides(sets or {}, spec)
+    if reference_model not in REFERENCE_MODELS:
+        raise UsageError(f"--reference-model {reference_model!r}: expected one of "
+                         + ", ".join(REFERENCE_MODELS))
+    chosen = None
+    if trace_file is not None:
+        from pkbsim.trace.format import load_trace
+        from pkbsim.trace.program import program_of
+        from pkbsim.trace.store import ChosenProgram, Point
+
+        traced = load_trace(trace_file)
+        program = program_of(traced)
+        chosen = ChosenProgram(program, Point(traced.world_size, (), program), "exact")
+    if task is None:
+        if trace_file is None or chosen is None:
+            raise UsageError("give --task, --trace-file, or both")
+        from pkbsim.trace.synthetic import task_from_trace
+
+        inst = task_from_trace(traced, chosen.program, world_size)
+        topo_sets: Mapping[str, Any] = dict(sets or {})
+        if any("." not in key for key in topo_sets):
+            raise UsageError("--set with --trace-file alone takes topology fields (dotted)")
+    else:
+        spec = load_task(task)
+        task_sets, topo_sets = split_overrides(sets or {}, spec)
+        inst = instantiate(spec, world_size, preset, task_sets)
     topo = load_topology(topology, topo_sets)
-    inst = instantiate(spec, world_size, preset, task_sets)
-    result = simulate(inst, topo, load_strategy(strategy, overrides),
-                      SimOptions(iterations=iterations, trace=trace))
+    strat = replace(load_strategy(strategy, overrides), reference=reference_model,
+                    program=chosen)
+    result = simulate(inst, topo, strat, SimOptions(iterations=iterations, trace=trace))
     return replace(result, topology_overrides=dict(topo_sets))

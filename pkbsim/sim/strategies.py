@@ -38,6 +38,10 @@ from pkbsim.sim.engine import (
     run_call,
 )
 from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
+from pkbsim.trace.cost import device_time_s, host_time_s
+from pkbsim.trace.format import Collective as TracedCollective
+from pkbsim.trace.program import Segment
+from pkbsim.trace.store import ChosenProgram
 from pkbsim.units import US
 
 STRATEGIES = ("nccl_reference", "custom_best")
@@ -56,12 +60,18 @@ class OpOverride:
     sms: int | None = None  # SMs given to this op's communication
 
 
+REFERENCE_MODELS = ("auto", "trace", "task")
+
+
 @dataclass(frozen=True)
 class Strategy:
     name: str  # nccl_reference | custom_best
     overrides: dict[str, OpOverride] = field(default_factory=dict, hash=False)
     chunks: int | None = None  # custom_best: pieces per op (None: the fastest of CHUNK_CHOICES)
     source: str = "built-in"
+    reference: str = "auto"  # nccl_reference: auto (traced when shipped), trace, or task
+    # nccl_reference: the traced program it runs (pkbsim.trace), or None for the task file's ops
+    program: ChosenProgram | None = field(default=None, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,12 @@ class CommChoice:
     estimate_us: float | None  # NCCL's own alpha-beta estimate (nccl_reference)
 
 
-CUSTOM_CHUNK_BYTES = 64 * 1024  # custom kernels pipeline at a finer grain than NCCL's steps
+CUSTOM_CHUNK_BYTES = 64 * 1024
+# traced collectives the simulator runs as NCCL calls (send/recv, barrier: the host cost only)
+TRACED_KINDS = {"all_reduce": "all_reduce", "all_gather": "all_gather",
+                "reduce_scatter": "reduce_scatter", "all_to_all": "all_to_all",
+                "broadcast": "broadcast", "reduce": "reduce", "gather": "gather",
+                "scatter": "scatter"}  # custom kernels pipeline at a finer grain than NCCL's steps
 
 
 class Builder:
@@ -225,6 +240,10 @@ class Builder:
     def nodes_needed(self, iterations: int) -> int:
         """An upper bound on the nodes ``build`` makes, known before making any."""
         per_rank = 1  # the iteration's end
+        if self.strategy.name == "nccl_reference" and self.strategy.program is not None:
+            per_rank += 1 + sum(seg.times * (6 if seg.end == "collective" else 5)
+                            for seg in self.strategy.program.program.segments)
+            return iterations * self.w * per_rank
         for op in self.inst.ops:
             if self.strategy.name == "nccl_reference":
                 if isinstance(op, CommOp):
@@ -243,7 +262,9 @@ class Builder:
         host_prev: list[Node | None] = [None] * self.w
         gpu_prev: list[Node | None] = [None] * self.w
         for it in range(iterations):
-            if self.strategy.name == "nccl_reference":
+            if self.strategy.name == "nccl_reference" and self.strategy.program is not None:
+                self._program_iteration(it, host_prev, gpu_prev)
+            elif self.strategy.name == "nccl_reference":
                 self._reference_iteration(it, host_prev, gpu_prev)
             else:
                 self._custom_iteration(it, host_prev, gpu_prev)
@@ -287,6 +308,75 @@ class Builder:
                     host[r] = rest
                 for _ in range(op.repeat):
                     self._host_syncs(op.host_syncs, op.id, r, it, host, gpu)
+
+    def _program_iteration(self, it: int, host: list[Node | None],
+                           gpu: list[Node | None]) -> None:
+        """The traced program: per segment, the host issues its operators (each class at its
+        cost) while the stream runs its kernels, then the boundary: a collective (its host
+        cost, then the NCCL call) or a sync (the host waits for the stream)."""
+        assert self.strategy.program is not None
+        sim, lat, topo = self.sim, self.topo.latency, self.topo
+        launch = lat.eager_kernel_us * US
+        if lat.host_call_us > 0:  # the call itself: Python, the caller's timing loop
+            for r in range(self.w):
+                host[r] = sim.node(r, "host", "call", it, Delay(lat.host_call_us * US), [host[r]])
+        for index, seg in enumerate(self.strategy.program.program.segments):
+            name = f"seg{index}"
+            t_host, t_dev = host_time_s(seg, topo), device_time_s(seg, topo)
+            nbytes = sum(k.bytes * k.count for k in seg.kernels)
+            kernels = seg.kernel_count
+            for _ in range(seg.times):
+                for r in range(self.w):
+                    if kernels:
+                        ops = max(1.0, sum(n for _, n in seg.host))
+                        first = sim.node(r, "host", name, it, Delay(t_host / ops), [host[r]])
+                        work = sim.node(r, "stream0", name, it, Compute(t_dev, nbytes),
+                                        [first, gpu[r]], launch * kernels)
+                        rest = sim.node(r, "host", name, it, Delay(t_host * (1 - 1 / ops)),
+                                        [first])
+                        gpu[r] = sim.node(r, "stream0", name, it, None, [work, rest], launch)
+                        host[r] = rest
+                    elif t_host > 0:
+                        host[r] = sim.node(r, "host", name, it, Delay(t_host), [host[r]])
+                if seg.end == "sync":
+                    for r in range(self.w):
+                        self._host_syncs(1, name, r, it, host, gpu)
+                elif seg.end == "collective" and seg.collective is not None:
+                    self._traced_collective(seg, name, it, host, gpu)
+
+    def _traced_collective(self, seg: Segment, name: str, it: int, host: list[Node | None],
+                           gpu: list[Node | None]) -> None:
+        coll = seg.collective
+        assert coll is not None
+        lat = self.topo.latency
+        issued = {r: self.sim.node(r, "host", name, it, Delay(lat.host_collective_us * US),
+                                   [host[r]]) for r in range(self.w)}
+        op = self._comm_op(coll, name)
+        if op is None:  # one rank, or a kind NCCL does not run as one call: the host cost only
+            for r in range(self.w):
+                host[r] = issued[r]
+            return
+        nodes = self.collective_nodes(op, 0, op.bytes_per_rank,
+                                      {r: [issued[r], gpu[r]] for r in range(self.w)}, it,
+                                      lat.eager_kernel_us * US)
+        for r in range(self.w):
+            host[r], gpu[r] = issued[r], nodes[r]
+
+    def _comm_op(self, coll: TracedCollective, name: str) -> CommOp | None:
+        """The traced collective as a comm op at this world size (its group scaled with W when
+        the trace's group was the whole world)."""
+        assert self.strategy.program is not None
+        traced_w = self.strategy.program.point.world_size
+        size = self.w if coll.group_size == traced_w else coll.group_size
+        kind = TRACED_KINDS.get(coll.name)
+        if size <= 1 or kind is None or self.w % size or coll.bytes <= 0:
+            return None
+        return CommOp(id=f"{name}:{coll.name}", kind=kind, bytes_per_rank=float(coll.bytes),
+                      dtype="bf16", group="world" if size == self.w else f"traced{size}",
+                      group_size=size, group_layout="contiguous", root=0,
+                      reduce_op="sum" if kind in ("all_reduce", "reduce_scatter", "reduce")
+                      else None, pattern=None, data_dependent=False, imbalance=1.0, repeat=1,
+                      chain=False, after=(), host_syncs=0, api=coll.name, note="traced")
 
     def _host_syncs(self, count: int, name: str, r: int, it: int, host: list[Node | None],
                     gpu: list[Node | None]) -> None:

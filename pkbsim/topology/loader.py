@@ -71,7 +71,8 @@ def load_topology(name: str, overrides: Mapping[str, Any] | None = None) -> Topo
 # set by scaling the per-link figure (scale_up.link_bandwidth_GBps = value / links_per_gpu).
 PER_GPU_BANDWIDTH_KEYS = ("scale_up.bandwidth_GBps", "nvlink.bandwidth_GBps")
 # Optional fields a file may leave out; --set may still set them.
-OPTIONAL_FIELDS = ("gpu.hbm_efficiency", "latency.eager_launch_us", "latency.kernel_ramp_us")
+OPTIONAL_FIELDS = ("gpu.hbm_efficiency", "latency.eager_launch_us", "latency.kernel_ramp_us",
+                   "latency.host_view_us", "latency.host_library_us", "latency.host_call_us")
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any], file: str
@@ -247,6 +248,9 @@ def _latency(f: Fields) -> Latency:
         host_sync_us=f.num("host_sync_us", lo=0),
         eager_launch_us=f.num("eager_launch_us", lo=0) if f.has("eager_launch_us") else None,
         kernel_ramp_us=f.num("kernel_ramp_us", 0.0, lo=0),
+        host_view_us=f.num("host_view_us", 0.0, lo=0),
+        host_call_us=f.num("host_call_us", 0.0, lo=0),
+        host_library_us=f.num("host_library_us", lo=0) if f.has("host_library_us") else None,
     )
     f.done()
     return out

@@ -130,6 +130,14 @@ class Latency:
     host_sync_us: float = 0.0  # host cost of one synchronisation once the stream has drained
     eager_launch_us: float | None = None  # GPU cost of one eagerly launched kernel, back to back
     kernel_ramp_us: float = 0.0  # fixed time a kernel that moves data adds to its launch
+    host_view_us: float = 0.0  # host cost of an operator that launches nothing (view, alloc)
+    host_library_us: float | None = None  # host cost of a cuBLAS/cuDNN/cuFFT call
+    host_call_us: float = 0.0  # host cost of one call of a traced function (Python, timing loop)
+
+    @property
+    def library_us(self) -> float:
+        """Host cost of a library call (default: ``host_launch_us``)."""
+        return self.host_launch_us if self.host_library_us is None else self.host_library_us
 
     @property
     def eager_kernel_us(self) -> float:

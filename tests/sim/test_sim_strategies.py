@@ -73,7 +73,7 @@ def test_grpo_reference_is_host_bound_at_the_pkb_preset() -> None:
             launches = int(raw_ops[op.id].get("launches", 1))
             host_us[op.id] = max(op.repeat * launches, 1) * lat["host_launch_us"]
     expected = sum(host_us.values())
-    r = run_simulation("grpo", "nccl_reference", preset="pkb")
+    r = run_simulation("grpo", "nccl_reference", preset="pkb", reference_model="task")
     assert r.predicted_us == pytest.approx(expected, rel=1e-9)
     for op_id, us in host_us.items():
         assert by_id(r, op_id).host_us == pytest.approx(us, rel=1e-9)
@@ -81,7 +81,7 @@ def test_grpo_reference_is_host_bound_at_the_pkb_preset() -> None:
 
 
 def test_host_syncs_become_sync_nodes_after_the_gpu_work() -> None:
-    r = run_simulation("85", "nccl_reference")
+    r = run_simulation("85", "nccl_reference", reference_model="task")
     inst = r.instance
     host_sync_us = r.topology.latency.host_sync_us
     expected = {op.id: op.host_syncs * op.repeat for op in inst.ops if op.host_syncs}
@@ -199,9 +199,10 @@ def test_strategy_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize("strategy", ["custom_best", "nccl_reference"])
 def test_fewer_sms_slow_the_op_down(strategy: str) -> None:
     base = {"a2a_logits.mechanism": "tma"} if strategy == "custom_best" else {}
-    wide = run_simulation("grpo", strategy, preset="blog-1k", overrides=base)
+    wide = run_simulation("grpo", strategy, preset="blog-1k", overrides=base,
+                          reference_model="task")
     narrow = run_simulation("grpo", strategy, preset="blog-1k",
-                            overrides={**base, "a2a_logits.sms": "2"})
+                            overrides={**base, "a2a_logits.sms": "2"}, reference_model="task")
     assert by_id(narrow, "a2a_logits").choice.sms == 2
     assert by_id(narrow, "a2a_logits").gpu_us > 2 * by_id(wide, "a2a_logits").gpu_us
     assert narrow.predicted_us >= wide.predicted_us
@@ -254,7 +255,8 @@ def test_kernel_ramp_and_eager_launch_are_charged_to_kernels() -> None:
 
     def t(strategy: str, **sets: float) -> float:
         return run_simulation("1", strategy, "dgx-h200", None, "pkb",
-                              {k: str(v) for k, v in sets.items()}, {}, 3).predicted_us
+                              {k: str(v) for k, v in sets.items()}, {}, 3,
+                              reference_model="task").predicted_us
 
     for strategy in ("nccl_reference", "custom_best"):
         plain = t(strategy)

@@ -1,0 +1,192 @@
+"""Start the tracer's ranks in a child process (pkbsim.trace.worker) and collect the traces.
+
+The traced code (a PKB reference, a user's function) is untrusted: it runs only in the child,
+under a guard, with a time limit. A target that fails is recorded and the job restarts after
+it, so one broken reference does not cost the others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pkbsim.errors import UsageError
+from pkbsim.limits import CPU_RANKS
+from pkbsim.processes import error_tail, exit_text, read_tail, run_in_group
+
+STARTUP_S = 60.0  # a job's time on top of its targets': importing torch, gloo's rendezvous
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    """What to trace: PKB references (``pkb_root`` and ``problems``) or one function."""
+
+    world_size: int
+    out_dir: Path
+    pkb_root: Path | None = None
+    problems: tuple[int, ...] = ()  # () with a pkb_root: every reference
+    rows: int = 1024
+    cols: int = 1024
+    pkb_commit: str = ""
+    function: str = ""  # FILE.py:NAME
+    inputs: str = "make_inputs"
+    sets: tuple[str, ...] = ()  # KEY=VALUE for the inputs function
+    timeout_s: float = 300.0  # per target
+    no_grad: bool = False
+    mode: str = "auto"  # fake | real | auto (fake, then real for the targets fake cannot run)
+
+
+@dataclass(frozen=True)
+class TraceOutcome:
+    target: str
+    status: str  # ok | error
+    error: str = ""
+    seconds: float = 0.0
+    path: Path | None = None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _command(job: TraceJob, problems: tuple[int, ...], fake: bool) -> list[str]:
+    cmd = [sys.executable, "-m", "pkbsim.trace.worker", "--world-size", str(job.world_size),
+           "--port", str(free_port()), "--out-dir", str(job.out_dir),
+           "--timeout-s", f"{job.timeout_s:g}"]
+    if job.no_grad:
+        cmd.append("--no-grad")
+    if fake:
+        cmd.append("--fake")
+    if job.pkb_root is not None:
+        cmd += ["--pkb-root", str(job.pkb_root), "--problems", ",".join(map(str, problems)),
+                "--rows", str(job.rows), "--cols", str(job.cols)]
+        if job.pkb_commit:
+            cmd += ["--pkb-commit", job.pkb_commit]
+    else:
+        cmd += ["--function", job.function, "--inputs", job.inputs]
+        for item in job.sets:
+            cmd += ["--set", item]
+    return cmd
+
+
+def _statuses(out_dir: Path) -> dict[str, list[dict[str, object]]]:
+    found: dict[str, list[dict[str, object]]] = {}
+    folder = out_dir / "status"
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("target"), str):
+            found.setdefault(record["target"], []).append(record)
+    return found
+
+
+def _targets(job: TraceJob) -> list[tuple[int, str]]:
+    """(problem id, target name) in the order the worker runs them."""
+    if job.pkb_root is None:
+        file, _, name = job.function.rpartition(":")
+        return [(0, f"{Path(file).stem}.{name}")]
+    wanted = set(job.problems)
+    out = []
+    for path in (job.pkb_root / "reference").glob("*.py"):
+        head = path.stem.split("_", 1)[0]
+        if head.isdigit() and (not wanted or int(head) in wanted):
+            out.append((int(head), path.stem))
+    return sorted(out)
+
+
+def check_job(job: TraceJob) -> None:
+    CPU_RANKS.check(job.world_size, "tracing ranks (processes on this machine)")
+    if job.pkb_root is not None:
+        if not (job.pkb_root / "reference").is_dir() or not (
+                job.pkb_root / "utils" / "input_output_tensors.py").is_file():
+            raise UsageError("not a ParallelKernelBench checkout (needs reference/ and "
+                             "utils/input_output_tensors.py)", field="--pkb-root",
+                             file=str(job.pkb_root))
+        missing = set(job.problems) - {pid for pid, _ in _targets(job)}
+        if missing:
+            raise UsageError(f"no reference for problem(s) {', '.join(map(str, sorted(missing)))}"
+                             f" in {job.pkb_root / 'reference'}", field="--task")
+        return
+    file, sep, name = job.function.rpartition(":")
+    if not sep or not file or not name.isidentifier():
+        raise UsageError(f"expected FILE.py:FUNCTION, got {job.function!r}", field="TARGET")
+    if not Path(file).is_file():
+        raise UsageError("no such file", file=file)
+
+
+MODES = ("auto", "fake", "real")
+
+
+def run_trace(job: TraceJob) -> list[TraceOutcome]:
+    """Trace every target of ``job``; the outcome of each, in order. A target that fails (or a
+    job that dies in one) is an ``error`` outcome; the job then restarts after it. In ``auto``
+    mode a target that fake tensors cannot run (it reads values: ``.item()``, ``nonzero``) is
+    traced again with real CPU tensors on W gloo ranks."""
+    check_job(job)
+    targets = _targets(job)
+    if job.mode == "real":
+        outcomes = _run_mode(job, targets, fake=False)
+    else:
+        outcomes = _run_mode(job, targets, fake=True)
+        again = [(pid, name) for pid, name in targets if outcomes[name].status != "ok"]
+        if job.mode == "auto" and again:
+            for name, outcome in _run_mode(job, again, fake=False).items():
+                first = outcomes[name]
+                outcomes[name] = outcome if outcome.status == "ok" else TraceOutcome(
+                    name, "error", f"fake tensors: {first.error}; real tensors: "
+                    f"{outcome.error}", outcome.seconds)
+    return [outcomes[name] for _, name in targets]
+
+
+def _run_mode(job: TraceJob, targets: list[tuple[int, str]], fake: bool
+              ) -> dict[str, TraceOutcome]:
+    job.out_dir.mkdir(parents=True, exist_ok=True)
+    for old in (job.out_dir / "status").glob("*.json"):  # a previous run's
+        old.unlink()
+    outcomes: dict[str, TraceOutcome] = {}
+    pending = list(targets)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    attempt = 0
+    while pending:
+        attempt += 1
+        log = job.out_dir / f"worker_{'fake' if fake else 'real'}_{attempt}.log"
+        started = time.monotonic()
+        code = run_in_group(_command(job, tuple(pid for pid, _ in pending), fake), log, env,
+                            STARTUP_S + job.timeout_s * len(pending))
+        statuses = _statuses(job.out_dir)
+        rest = []
+        failed_here = False
+        for pid, name in pending:
+            records = statuses.get(name, [])
+            errors = [r for r in records if r.get("status") == "error"]
+            if errors:
+                outcomes[name] = TraceOutcome(name, "error", str(errors[0].get("error", "")),
+                                              float(str(errors[0].get("seconds", 0) or 0)))
+                failed_here = True
+            elif any(r.get("status") == "ok" for r in records) and (
+                    job.out_dir / f"{name}.json").is_file():
+                ok = next(r for r in records if r.get("status") == "ok")
+                outcomes[name] = TraceOutcome(name, "ok", seconds=float(str(ok.get("seconds", 0))),
+                                              path=job.out_dir / f"{name}.json")
+            elif failed_here:
+                rest.append((pid, name))
+            else:  # the job died (or ran out of time) in this target: it is the cause
+                why = ("ran past its time limit" if code is None else
+                       f"the tracing job ended ({exit_text(code)}): "
+                       f"{error_tail(read_tail(log))}")
+                outcomes[name] = TraceOutcome(name, "error", why,
+                                              round(time.monotonic() - started, 3))
+                failed_here = True
+        pending = rest
+    return outcomes

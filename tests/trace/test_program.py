@@ -1,0 +1,135 @@
+"""Traces fold into programs; the simulator charges each traced operator its class's cost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pkbsim.errors import UsageError
+from pkbsim.sim.run import run_simulation
+from pkbsim.topology import load_topology
+from pkbsim.trace.format import load_trace, trace_from_dict, trace_to_dict
+from pkbsim.trace.program import program_from_dict, program_of, program_to_dict
+from pkbsim.trace.store import load_points
+
+
+def op(name: str, cls: str, **extra: object) -> dict[str, object]:
+    return {"op": name, "class": cls, **extra}
+
+
+TRACE = {
+    "format": "pkbsim-trace", "version": 1, "meta": {"world_size": 2},
+    "ops": [
+        op("aten.view.default", "view"),
+        op("aten.mm.default", "library", kind="gemm", kernels=1, read_bytes=200,
+           write_bytes=100, flops=4000, tensor_core=True),
+        op("c10d.allreduce_.default", "collective",
+           collective={"name": "all_reduce", "group_size": 2, "bytes": 100}),
+        op("aten.add.Tensor", "kernel", kind="elementwise", kernels=1, read_bytes=200,
+           write_bytes=100, flops=50),
+        op("aten._local_scalar_dense.default", "sync", sync=True),
+        op("aten.add.Tensor", "kernel", kind="elementwise", kernels=1, read_bytes=200,
+           write_bytes=100, flops=50),
+        op("aten._local_scalar_dense.default", "sync", sync=True),
+    ],
+}
+
+
+def test_a_trace_folds_into_segments_at_its_boundaries() -> None:
+    program = program_of(trace_from_dict(TRACE, "t.json"))
+    ends = [(s.end, s.times) for s in program.segments]
+    # view + mm | all_reduce ; add | sync (twice, stored once) ; end
+    assert ends == [("collective", 1), ("sync", 2), ("end", 1)]
+    totals = program.totals()
+    assert totals["kernels"] == 3 and totals["sync"] == 2 and totals["collective"] == 1
+    assert totals["bytes"] == 300 + 2 * 300 and totals["flops"] == 4000 + 2 * 50
+    assert program_from_dict(program_to_dict(program), None).segments == program.segments
+
+
+def test_trace_round_trips_and_bad_fields_are_named() -> None:
+    trace = trace_from_dict(TRACE, "t.json")
+    assert trace_from_dict(trace_to_dict(trace), "t.json").ops == trace.ops
+    bad = json.loads(json.dumps(TRACE))
+    bad["ops"][2]["collective"]["group_size"] = 0
+    with pytest.raises(UsageError) as err:
+        trace_from_dict(bad, "t.json")
+    assert err.value.one_line() == "t.json: ops[2].collective.group_size: expected at least 1"
+    with pytest.raises(UsageError) as err:
+        trace_from_dict({**TRACE, "version": 9}, "t.json")
+    assert "t.json: version:" in err.value.one_line()
+
+
+def test_host_bound_reference_is_the_sum_of_its_class_costs() -> None:
+    """GRPO at PKB's size, W = 8: every traced operator at its class's host cost, one
+    collective call each, nothing on the GPU long enough to matter (closed form)."""
+    r = run_simulation("grpo", "nccl_reference", "dgx-h100", 8, "pkb")
+    chosen = r.strategy.program
+    assert chosen is not None and chosen.how == "exact"
+    lat = load_topology("dgx-h100").latency
+    totals = chosen.program.totals()
+    expected = (totals.get("view", 0) * lat.host_view_us + totals.get("kernel", 0)
+                * lat.host_launch_us + totals.get("library", 0) * lat.library_us
+                + totals.get("collective", 0) * lat.host_collective_us
+                + totals.get("sync", 0) * lat.host_sync_us)
+    assert r.bound_by == "host"
+    assert r.predicted_us == pytest.approx(expected, rel=1e-9)
+
+
+def test_grpo_follows_its_real_kernels_at_production_size() -> None:
+    """blog-16k runs the same kernels on 16 x the logits: HBM-bound, far above blog-1k
+    (the task-file model predicted both at the same host-bound time)."""
+    small = run_simulation("grpo", "nccl_reference", "dgx-h100", None, "blog-1k")
+    large = run_simulation("grpo", "nccl_reference", "dgx-h100", None, "blog-16k")
+    assert large.strategy.program is not None and large.strategy.program.how == "exact"
+    assert large.bound_by == "gpu" and small.bound_by == "host"
+    assert large.predicted_us > 5 * small.predicted_us
+    old_small = run_simulation("grpo", "nccl_reference", "dgx-h100", None, "blog-1k",
+                               reference_model="task")
+    old_large = run_simulation("grpo", "nccl_reference", "dgx-h100", None, "blog-16k",
+                               reference_model="task")
+    assert old_small.predicted_us == pytest.approx(old_large.predicted_us)
+
+
+def test_an_untraced_size_scales_the_nearest_point() -> None:
+    r = run_simulation("13", "nccl_reference", "dgx-h100", 8, "pkb", {"M": "8192"})
+    chosen = r.strategy.program
+    assert chosen is not None and chosen.how == "scaled"
+    assert chosen.point.world_size == 8
+    bytes_ratio = chosen.ratios[0]
+    assert bytes_ratio > 1
+    base = run_simulation("13", "nccl_reference", "dgx-h100", 8, "pkb").strategy.program
+    assert base is not None and base.how == "exact"
+    scaled = sum(k.bytes * k.count for s in chosen.program.segments for k in s.kernels)
+    traced = sum(k.bytes * k.count for s in base.program.segments for k in s.kernels)
+    assert scaled == pytest.approx(traced * bytes_ratio)
+
+
+def test_every_shipped_program_loads_with_provenance() -> None:
+    folder = Path(__file__).resolve().parents[2] / "tasks" / "traces"
+    files = sorted(folder.glob("*.json"))
+    assert len(files) >= 80
+    for path in files:
+        points = load_points(path.stem)
+        assert points, path
+        raw = json.loads(path.read_text())
+        for p in raw["points"]:
+            assert p["provenance"].get("torch"), path
+
+
+def test_reference_model_task_and_trace_are_selectable() -> None:
+    task = run_simulation("13", "nccl_reference", reference_model="task")
+    assert task.strategy.program is None
+    with pytest.raises(UsageError, match="no traced reference"):
+        run_simulation("19", "nccl_reference", reference_model="trace")
+    with pytest.raises(UsageError, match="reference-model"):
+        run_simulation("13", "nccl_reference", reference_model="guess")
+
+
+def test_trace_file_simulates_on_any_machine(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(TRACE))
+    r = run_simulation(None, "nccl_reference", "gb200-nvl72", 8, trace_file=str(path))
+    assert r.instance.world_size == 8 and r.predicted_us > 0
+    assert load_trace(path).world_size == 2
