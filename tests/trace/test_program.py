@@ -133,3 +133,81 @@ def test_trace_file_simulates_on_any_machine(tmp_path: Path) -> None:
     r = run_simulation(None, "nccl_reference", "gb200-nvl72", 8, trace_file=str(path))
     assert r.instance.world_size == 8 and r.predicted_us > 0
     assert load_trace(path).world_size == 2
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    (lambda d: d.update(format="other"), "format"),
+    (lambda d: d.update(meta=[]), "meta"),
+    (lambda d: d.update(ops={}), "ops"),
+    (lambda d: d["ops"].append(7), "ops[7]"),
+    (lambda d: d["ops"][0].update(op=""), "ops[0].op"),
+    (lambda d: d["ops"][0].update({"class": "gpu"}), "ops[0].class"),
+    (lambda d: d["ops"][0].update(kind=3), "ops[0].kind"),
+    (lambda d: d["ops"][0].update(shapes=[1]), "ops[0].shapes"),
+    (lambda d: d["ops"][1].update(flops=-1), "ops[1].flops"),
+    (lambda d: d["ops"][0].update(collective={"name": "all_reduce", "group_size": 1,
+                                              "bytes": 1}), "ops[0].collective"),
+    (lambda d: d["ops"][2]["collective"].update(name="shout"), "ops[2].collective.name"),
+    (lambda d: d["ops"][2]["collective"].update(in_splits=[-1]),
+     "ops[2].collective.in_splits"),
+])
+def test_each_bad_trace_field_is_named(change, field: str) -> None:
+    data = json.loads(json.dumps(TRACE))
+    change(data)
+    with pytest.raises(UsageError) as err:
+        trace_from_dict(data, "t.json")
+    assert err.value.field == field
+
+
+def test_bad_program_files_name_the_field() -> None:
+    from pkbsim.errors import TaskError
+    from pkbsim.trace.store import points_from_dict
+
+    good = {"format": "pkbsim-reference-programs", "version": 1, "points": [
+        {"world_size": 1, "set": {"M": 1024}, "segments": [{"host": {"view": 1}, "end": "end"}]}]}
+    assert points_from_dict(good, "p.json")[1][0].world_size == 1
+    bad_cases = [
+        ({**good, "version": 2}, "version"),
+        ({**good, "points": {}}, "points"),
+        ({**good, "points": [3]}, "points[0]"),
+        ({**good, "points": [{"world_size": 0}]}, "points[0].world_size"),
+        ({**good, "points": [{"world_size": 1, "set": {"M": True}}]}, "points[0].set"),
+        ({**good, "points": [{"world_size": 1, "segments": [{"end": "later"}]}]},
+         "points[0].segments[0].end"),
+        ({**good, "points": [{"world_size": 1, "segments": [{"host": {"gpu": 1}, "end": "end"}]}]},
+         "points[0].segments[0].host"),
+        ({**good, "points": [{"world_size": 1, "segments": [
+            {"end": "end", "kernels": [["gemm", 1, 2]]}]}]}, "points[0].segments[0].kernels[0]"),
+        ({**good, "points": [{"world_size": 1, "segments": [
+            {"end": "collective", "collective": {"name": "x"}}]}]},
+         "points[0].segments[0].collective"),
+        ({**good, "points": [{"world_size": 1, "segments": [{"end": "end", "times": 0}]}]},
+         "points[0].segments[0].times"),
+    ]
+    for data, field in bad_cases:
+        with pytest.raises(TaskError) as err:
+            points_from_dict(data, "p.json")
+        assert err.value.field == field, field
+
+
+def test_a_copy_of_a_shipped_task_runs_the_task_file_model(tmp_path: Path) -> None:
+    """Traces belong to the shipped task files: an edited copy may no longer match them."""
+    src = next((Path(__file__).resolve().parents[2] / "tasks").glob("13_*.yaml"))
+    copy = tmp_path / "13_gemm_allreduce.yaml"
+    copy.write_text(src.read_text())
+    r = run_simulation(str(copy), "nccl_reference")
+    assert r.strategy.program is None
+
+
+def test_kinds_and_host_classes() -> None:
+    from pkbsim.trace.classes import host_class, kernels_of, kind_of
+
+    assert [kind_of(n, False) for n in ("aten.mm", "aten.convolution", "aten._fft_r2c",
+                                        "aten.linalg_qr", "aten.sort", "aten.cumsum",
+                                        "aten.gather", "aten.cat", "aten.zeros", "aten.sum",
+                                        "aten.whatever")] == [
+        "gemm", "conv", "fft", "linalg", "sort", "scan", "index", "copy", "fill", "reduction",
+        "other"]
+    assert kind_of("aten.add", True) == "elementwise"
+    assert host_class("gemm") == "library" and host_class("sort") == "kernel"
+    assert kernels_of("aten.sort") == 3 and kernels_of("aten.add") == 1

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from paths import DATA
 
 torch = pytest.importorskip("torch")

@@ -20,10 +20,20 @@ def pkbsim(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]
                           text=True, timeout=timeout, check=False)
 
 
+class Done:
+    """A CliResult read like a finished process (the launcher and folder run in this
+    process, so coverage sees them; the traced code still runs in the worker's child)."""
+
+    def __init__(self, result: object) -> None:
+        self.returncode = result.code  # type: ignore[attr-defined]
+        self.stdout = result.out  # type: ignore[attr-defined]
+        self.stderr = result.err  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("mode", ["real", "fake"])
-def test_a_function_is_traced_at_two_ranks(tmp_path: Path, mode: str) -> None:
-    done = pkbsim("trace", f"{FN}:step", "-w", "2", "--set", "m=64", "--mode", mode,
-                  "--out", str(tmp_path))
+def test_a_function_is_traced_at_two_ranks(cli, tmp_path: Path, mode: str) -> None:
+    done = Done(cli("trace", f"{FN}:step", "-w", "2", "--set", "m=64", "--mode", mode,
+                  "--out", str(tmp_path)))
     if mode == "fake":  # .item() reads a value fake tensors do not have
         assert done.returncode == 1 and "DataDependentOutputException" in done.stdout
         return
@@ -43,12 +53,12 @@ def test_a_function_is_traced_at_two_ranks(tmp_path: Path, mode: str) -> None:
     assert "Reference model: traced (W = 2)" in sim.stdout
 
 
-def test_a_crashing_and_a_hanging_function_are_reported(tmp_path: Path) -> None:
-    done = pkbsim("trace", f"{FN}:crash", "--mode", "real", "--out", str(tmp_path))
+def test_a_crashing_and_a_hanging_function_are_reported(cli, tmp_path: Path) -> None:
+    done = Done(cli("trace", f"{FN}:crash", "--mode", "real", "--out", str(tmp_path)))
     assert done.returncode == 1
     assert "ValueError: this candidate is broken" in done.stdout
-    done = pkbsim("trace", f"{FN}:hang", "--mode", "real", "--timeout", "3",
-                  "--out", str(tmp_path / "h"))
+    done = Done(cli("trace", f"{FN}:hang", "--mode", "real", "--timeout", "3",
+                    "--out", str(tmp_path / "h")))
     assert done.returncode == 1 and "time limit" in done.stdout
 
 
@@ -64,17 +74,34 @@ def test_bad_targets_are_one_line_errors(tmp_path: Path) -> None:
     assert done.returncode == 2 and "meta.world_size" in done.stderr
 
 
-def test_pkb_references_fold_into_reference_programs(tmp_path: Path) -> None:
+def test_pkb_references_fold_into_reference_programs(cli, tmp_path: Path) -> None:
     """--pkb-root with --task all traces every reference of the checkout; --programs folds
     the traces into <task>.json files the simulator reads (problem 1 of the tiny checkout is
     named like PKB's problem 1, so it lands in 1_allreduce.json)."""
-    done = pkbsim("trace", "--pkb-root", str(DATA / "pkb_tiny"), "--task", "all", "-w", "2",
-                  "--set", "M=256", "--set", "N=64", "--out", str(tmp_path / "t"),
-                  "--programs", str(tmp_path / "p"))
+    done = Done(cli("trace", "--pkb-root", str(DATA / "pkb_tiny"), "--task", "all", "-w", "2",
+                    "--set", "M=256", "--set", "N=64", "--out", str(tmp_path / "t"),
+                    "--programs", str(tmp_path / "p")))
+    again = Done(cli("trace", "--pkb-root", str(DATA / "pkb_tiny"), "--task", "1", "-w", "1",
+                     "--mode", "real", "--out", str(tmp_path / "t1"),
+                     "--programs", str(tmp_path / "p")))
+    assert again.returncode == 0, again.stdout + again.stderr
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1_tiny_allreduce: ok" in done.stdout
     data = json.loads((tmp_path / "p" / "1_allreduce.json").read_text())
-    point = data["points"][0]
+    assert [p["world_size"] for p in data["points"]] == [1, 2]  # merged, sorted
+    point = data["points"][1]
     assert point["world_size"] == 2 and point["set"] == {"M": 256.0, "N": 64.0}
     assert point["provenance"]["rows"] == 256
     assert point["segments"][0]["end"] == "collective"
+
+
+def test_bad_options_are_usage_errors(cli, tmp_path: Path) -> None:
+    for args in (("trace",), ("trace", f"{FN}:step", "--pkb-root", str(tmp_path)),
+                 ("trace", f"{FN}:step", "--mode", "quantum"),
+                 ("trace", "--pkb-root", str(DATA / "pkb_tiny")),
+                 ("trace", "--pkb-root", str(DATA / "pkb_tiny"), "--task", "1", "--set", "X=1"),
+                 ("trace", "--pkb-root", str(DATA / "pkb_tiny"), "--task", "13"),
+                 ("trace", f"{FN}:step", "-w", "100000")):
+        r = cli(*args)
+        assert r.code == 2, (args, r.out, r.err)
+        assert len(r.err.strip().splitlines()) == 1, (args, r.err)
