@@ -325,10 +325,10 @@ class Builder:
             t_host, t_dev = host_time_s(seg, topo), device_time_s(seg, topo)
             nbytes = sum(k.bytes * k.count for k in seg.kernels)
             kernels = seg.kernel_count
+            ops = max(1.0, sum(n for _, n in seg.host))
             for _ in range(seg.times):
                 for r in range(self.w):
                     if kernels:
-                        ops = max(1.0, sum(n for _, n in seg.host))
                         first = sim.node(r, "host", name, it, Delay(t_host / ops), [host[r]])
                         work = sim.node(r, "stream0", name, it, Compute(t_dev, nbytes),
                                         [first, gpu[r]], launch * kernels)

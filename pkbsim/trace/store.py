@@ -120,7 +120,7 @@ def choose(inst: TaskInstance, points: tuple[Point, ...], at: Any) -> ChosenProg
     if not points:
         return None
     want = totals(inst)
-    best: tuple[float, Point, tuple[float, float, float]] | None = None
+    best: tuple[float, Point, tuple[float, ...]] | None = None
     for p in points:
         other = at(p.world_size, dict(p.sets))
         if other is None:
@@ -130,13 +130,14 @@ def choose(inst: TaskInstance, points: tuple[Point, ...], at: Any) -> ChosenProg
         distance = (abs(math.log2(p.world_size / inst.world_size)) * 100
                     + sum(abs(math.log(r)) for r in ratios))
         if best is None or distance < best[0]:
-            best = (distance, p, ratios)  # type: ignore[assignment]
+            best = (distance, p, ratios)
     if best is None:
         return None
     _, point, ratios = best
     exact = point.world_size == inst.world_size and all(r == 1.0 for r in ratios)
-    program = point.program.scaled(*ratios)
-    return ChosenProgram(program, point, "exact" if exact else "scaled", ratios)
+    b, f, c = ratios
+    return ChosenProgram(point.program.scaled(b, f, c), point,
+                         "exact" if exact else "scaled", (b, f, c))
 
 
 def _ratio(want: float, have: float) -> float:
@@ -150,7 +151,6 @@ def _ratio(want: float, have: float) -> float:
 def reference_program(inst: TaskInstance) -> ChosenProgram | None:
     """The traced program for a shipped task's instance, or None (no trace shipped, or a task
     file of the user's own whose sha differs from the shipped one)."""
-    from pkbsim.errors import PkbsimError as _Error
     from pkbsim.task.loader import instantiate
 
     spec = inst.spec
@@ -166,7 +166,7 @@ def reference_program(inst: TaskInstance) -> ChosenProgram | None:
         try:
             return instantiate(spec, world_size, "pkb",
                                {k: int(v) if float(v).is_integer() else v for k, v in sets.items()})
-        except _Error:
+        except PkbsimError:
             return None
     return choose(inst, points, at)
 

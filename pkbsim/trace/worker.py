@@ -16,6 +16,7 @@ launcher restarts the job after that target.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib.util
 import inspect
@@ -170,10 +171,10 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
         start = time.perf_counter()
         watchdog.start(stem)
         try:
-            with _fake_mode() if args.fake else _nothing(), \
+            with _fake_mode() if args.fake else contextlib.nullcontext(), \
                     recording(enabled=False) as recorder:
                 fn, inputs = make()
-                with torch.no_grad() if args.no_grad else _nothing():
+                with torch.no_grad() if args.no_grad else contextlib.nullcontext():
                     fn(*inputs)  # warm-up: lazy state, caches
                     _barrier(args)
                     recorder.enabled = True
@@ -211,14 +212,6 @@ def _fake_mode() -> Any:
 def _barrier(args: argparse.Namespace) -> None:
     if not args.fake:
         dist.barrier()
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *_exc: object) -> None:
-        return None
 
 
 def parser() -> argparse.ArgumentParser:
