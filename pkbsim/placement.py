@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from pkbsim.collectives.base import SWITCH, Algorithm, Context
 from pkbsim.task.schema import REDUCING_KINDS, CommOp
-from pkbsim.topology.fabric import NIC, Fabric
+from pkbsim.topology.fabric import NIC, UPLINK_NET, Fabric
 from pkbsim.topology.schema import Mechanism, Topology
 
 Loads = dict[str, float]  # link id -> bytes
@@ -91,7 +91,7 @@ def fabric_for(topo: Topology) -> Fabric:
 
 def link_efficiency(topo: Topology, mech: Mechanism, link_kind: str) -> float:
     """A mechanism's achievable fraction of line rate on one kind of link."""
-    if link_kind != NIC:
+    if link_kind not in (NIC, UPLINK_NET):
         return mech.efficiency
     assert topo.scale_out is not None
     simple = topo.mechanisms.get("nccl_simple")

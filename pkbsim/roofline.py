@@ -111,7 +111,9 @@ def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric) -> CommBound:
     line: dict[str, float] = {}
     steps_by_alg: dict[str, int] = {}
     for alg in algorithms_for(op.kind, ctx):
-        if alg.needs_switch_reduction and not (topo.scale_up.in_switch_reduction and in_one_node):
+        # NVLS works inside one NVLink domain: alone in one node, or per node (NVLSTree)
+        nvls_ok = in_one_node or alg.hierarchical
+        if alg.needs_switch_reduction and not (topo.scale_up.in_switch_reduction and nvls_ok):
             continue
         if alg.needs_multicast and not (topo.scale_up.multicast and in_one_node):
             continue

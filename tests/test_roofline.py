@@ -138,9 +138,14 @@ def test_two_nodes_all_reduce_uses_hierarchy(tmp_path: Path) -> None:
     m = 64 * MiB
     r = bound(one_op_task(tmp_path, "all_reduce", m), 16, "h100-ib-2node")
     c = r.comm[0]
-    assert c.line_algorithm == "hierarchical"
-    # intra-node two-shot over 8 GPUs vs 1/8 of the buffer across the NIC
-    assert r.t_comm_line_rate_s == pytest.approx(max(1.75 * m / LINE, m / 8 / 50e9))
+    # NVLS in each node (the buffer plus an eighth on each NVLink port, each way) and an eighth
+    # of the buffer across each GPU's NIC (NVLSTree)
+    assert c.line_algorithm == "nvls_tree"
+    assert r.t_comm_line_rate_s == pytest.approx(max(1.125 * m / LINE, m / 8 / 50e9))
+    # without in-switch reduction: two-shot inside the node, 1/8 of the buffer across the NIC
+    assert c.line_algorithm_no_switch_reduction == "hierarchical"
+    assert r.t_comm_line_rate_no_switch_reduction_s == pytest.approx(
+        max(1.75 * m / LINE, m / 8 / 50e9))
     assert c.nic_bytes == pytest.approx(m / 8)
 
 

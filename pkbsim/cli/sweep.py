@@ -81,6 +81,10 @@ def sweep(
     y: Annotated[str | None, typer.Option(
         "--y", help="Plot column(s), comma-separated (default: the first numeric metric "
                     "column).")] = None,
+    host_model: Annotated[str | None, typer.Option(
+        "--host-model", help="What issues each call in the simulated times: nccl-tests (a C "
+        "loop; the default for --collective) or torch (torch.distributed from Python, PKB's "
+        "reference; the default for a task).")] = None,
     baseline: Annotated[str | None, typer.Option(
         help="AXIS=VALUE: add X_speedup = the baseline row's X_us / this row's X_us for every "
              "time column (same values on the other axes), e.g. "
@@ -99,7 +103,8 @@ def sweep(
     if task is None and collective is None and any(
             item.partition("=")[0].strip() == "task" for item in vary or []):
         task = "1"  # a placeholder: every point names its task (--vary task=...)
-    target = Target(task=task, collective=collective, topology=topology, preset=preset)
+    target = Target(task=task, collective=collective, topology=topology, preset=preset,
+                    host_model=host_model)
     spec = SweepSpec(target, tuple(build_axes(target, vary or [], sizes, world_size, set_ or [])),
                      parse_metrics(metric or []))
     workers = jobs if jobs is not None else (os.cpu_count() or 1)

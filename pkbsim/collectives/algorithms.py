@@ -76,9 +76,39 @@ class Ring(Algorithm):
             "all_gather": (n - 1) * m,
         }
         if kind in per_link:
-            return [Flow(i, (i + 1) % n, per_link[kind]) for i in range(n)]
+            rails = self.rails(kind, ctx)
+            flows = []
+            for rail in range(rails):
+                order = self.ring_order(ctx, rail)
+                flows += [Flow(order[i], order[(i + 1) % n], per_link[kind] / rails)
+                          for i in range(n)]
+            return flows
         order = self._chain(kind, ctx)
         return [Flow(order[k], order[k + 1], m) for k in range(n - 1)]
+
+    @staticmethod
+    def rails(kind: str, ctx: Context) -> int:
+        """Rings side by side: across nodes NCCL gives each NIC rail its own channels, so a
+        group spanning nodes runs one ring per local rank (each leaving its node by another
+        GPU's NIC); inside one node a single ring order carries everything."""
+        if kind in ("broadcast", "reduce") or ctx.nodes < 2 or ctx.per_node < 2:
+            return 1
+        return ctx.per_node
+
+    @staticmethod
+    def ring_order(ctx: Context, rail: int) -> list[int]:
+        """Group ranks in ring order for ``rail``, node by node, the direction alternating so
+        that each crossing stays on one rail: even nodes run r, r+1, ..., r-1 (mod g), odd
+        nodes r-1, r-2, ..., r. Every GPU's NIC sends for one rail's ring and receives for
+        one."""
+        if ctx.nodes < 2 or ctx.per_node < 2:
+            return list(range(ctx.n))
+        g = ctx.per_node
+        return [x * g + ((rail + j) % g if x % 2 == 0 else (rail - 1 - j) % g)
+                for x in range(ctx.nodes) for j in range(g)]
+
+    def channels(self, kind: str, ctx: Context) -> int:
+        return self.rails(kind, ctx)
 
     @staticmethod
     def _chain(kind: str, ctx: Context) -> list[int]:
@@ -102,14 +132,17 @@ class Ring(Algorithm):
             yield from self._chain_program(kind, m, ctx, rank, chunks)
             return
         nsteps = {"all_reduce": 2 * (n - 1), "reduce_scatter": n - 1, "all_gather": n - 1}[kind]
-        piece = (m if kind == "all_gather" else m / n) / chunks
-        nxt = ((rank,), ((rank + 1) % n,))
+        rails = self.rails(kind, ctx)
+        piece = (m if kind == "all_gather" else m / n) / chunks / rails
+        order = self.ring_order(ctx, channel)
+        after = order[(order.index(rank) + 1) % n]
+        nxt = ((rank,), (after,))
         for c in range(chunks):
             for s in range(nsteps):
                 if s:
-                    yield (RECV, (c, s - 1))
-                yield (SEND, nxt[0], nxt[1], piece, (c, s))
-            yield (RECV, (c, nsteps - 1))
+                    yield (RECV, (channel, c, s - 1))
+                yield (SEND, nxt[0], nxt[1], piece, (channel, c, s))
+            yield (RECV, (channel, c, nsteps - 1))
 
     def _chain_program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int
                        ) -> Iterator[Prim]:
@@ -357,7 +390,7 @@ class Pairwise(Algorithm):
                 yield (RECV, (c, k))
 
 
-def _tree(n: int, which: int) -> tuple[list[int], list[int]]:
+def tree_positions(n: int, which: int) -> tuple[list[int], list[int]]:
     """(rank at each heap position, position of each rank) of binary tree ``which``: tree 0 is
     the heap order, tree 1 its mirror, so most inner ranks of one tree are leaves of the other
     (NCCL's double binary tree)."""
@@ -380,7 +413,7 @@ class Tree(Algorithm):
     def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
         flows: list[Flow] = []
         for which in (0, 1):
-            at, _ = _tree(ctx.n, which)
+            at, _ = tree_positions(ctx.n, which)
             for p in range(1, ctx.n):
                 child, parent = at[p], at[(p - 1) // 2]
                 flows += [Flow(child, parent, m / 2), Flow(parent, child, m / 2)]
@@ -398,7 +431,7 @@ class Tree(Algorithm):
         if n == 1:
             return
         which, down = divmod(channel, 2)
-        at, pos = _tree(n, which)
+        at, pos = tree_positions(n, which)
         p = pos[rank]
         kids = [at[q] for q in (2 * p + 1, 2 * p + 2) if q < n]
         parent = at[(p - 1) // 2] if p else None
@@ -540,7 +573,7 @@ class HierarchicalTree(Algorithm):
                 yield (BATCH, _exchange(rank, here, piece, (c, "ag"))[0])
             return
         which, down = divmod(channel - 1, 2)
-        at, pos = _tree(k, which)
+        at, pos = tree_positions(k, which)
         p = pos[node]
         kids = [at[q] * g + local for q in (2 * p + 1, 2 * p + 2) if q < k]
         parent = at[(p - 1) // 2] * g + local if p else None
@@ -562,7 +595,7 @@ class HierarchicalTree(Algorithm):
     @staticmethod
     def _result_tags(which: int, c: int, node: int, k: int, g: int, local: int
                      ) -> list[object]:
-        at, pos = _tree(k, which)
+        at, pos = tree_positions(k, which)
         p = pos[node]
         if p:
             return [("down", which, c)]

@@ -27,7 +27,7 @@ from pkbsim.errors import PkbsimError, TopologyError, UsageError
 from pkbsim.fields import load_yaml
 from pkbsim.roofline import roofline
 from pkbsim.sim import Strategy, simulate
-from pkbsim.sim.strategies import OVERRIDE_KEYS, parse_overrides
+from pkbsim.sim.strategies import HOST_MODELS, OVERRIDE_KEYS, parse_overrides
 from pkbsim.task.loader import instantiate, load_task, parse_task
 from pkbsim.task.schema import COMM_KINDS, CommOp, TaskInstance, TaskSpec
 from pkbsim.topology.loader import DEFAULT_TOPOLOGY, apply_overrides, find_topology, parse_topology
@@ -51,6 +51,7 @@ class Target:
     collective: str | None = None
     topology: str = DEFAULT_TOPOLOGY  # when no ``topology`` axis
     preset: str = "pkb"
+    host_model: str | None = None  # HOST_MODELS; None: nccl-tests for a collective, else torch
 
     def __post_init__(self) -> None:
         if (self.task is None) == (self.collective is None):
@@ -58,6 +59,17 @@ class Target:
         if self.collective is not None and self.collective not in COMM_KINDS:
             raise UsageError(f"--collective {self.collective}: expected one of "
                              + ", ".join(COMM_KINDS))
+        if self.host_model is not None and self.host_model not in HOST_MODELS:
+            raise UsageError(f"--host-model {self.host_model}: expected one of "
+                             + ", ".join(HOST_MODELS))
+
+    @property
+    def host(self) -> str:
+        """The host model of simulated times: a bare collective is timed as nccl-tests does
+        (a C loop), a task as PKB's Python reference (torch)."""
+        if self.host_model is not None:
+            return self.host_model
+        return "nccl-tests" if self.collective is not None else "torch"
 
     @property
     def label(self) -> str:
@@ -200,13 +212,13 @@ def instance(target: Target, point: Mapping[str, Any]) -> tuple[TaskInstance, To
     return inst, topo, strat
 
 
-def _strategy(name: str, inst: TaskInstance, strat: Mapping[str, Any]) -> Strategy:
+def _strategy(name: str, inst: TaskInstance, strat: Mapping[str, Any], host: str) -> Strategy:
     if not strat:
-        return Strategy(name)
+        return Strategy(name, host_model=host)
     ops = {op.id: dict(strat) for op in inst.ops if isinstance(op, CommOp)}
     if not ops:
         raise UsageError(f"--vary {next(iter(strat))}: task {inst.spec.key} has no comm op")
-    return Strategy(name, parse_overrides(ops, "--vary"))
+    return Strategy(name, parse_overrides(ops, "--vary"), host_model=host)
 
 
 def evaluate(target: Target, point: Mapping[str, Any], metrics: Sequence[str]
@@ -217,7 +229,7 @@ def evaluate(target: Target, point: Mapping[str, Any], metrics: Sequence[str]
     row: dict[str, Any] = {}
     terms = {"t_comm": roof.t_comm_s, "t_mem": roof.t_mem_s, "t_comp": roof.t_comp_s,
              "t_latency": roof.t_latency_floor_s, "t_roof": roof.t_roof_s}
-    times = {s: simulate(inst, topo, _strategy(s, inst, strat)).predicted_us
+    times = {s: simulate(inst, topo, _strategy(s, inst, strat, target.host)).predicted_us
              for s in simulated(metrics)}
     op = next((o for o in inst.ops if isinstance(o, CommOp)), None)
     for m in metrics:

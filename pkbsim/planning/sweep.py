@@ -52,7 +52,7 @@ class SweepSpec:
         t = self.target
         return {HEADER_KEY: HEADER_VERSION,
                 "target": {"task": t.task, "collective": t.collective, "topology": t.topology,
-                           "preset": t.preset},
+                           "preset": t.preset, "host_model": t.host},
                 "axes": [{"name": a.name, "values": list(a.values)} for a in self.axes],
                 "metrics": list(self.metrics)}
 

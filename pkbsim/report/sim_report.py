@@ -68,6 +68,7 @@ def sim_table(result: SimResult, roof: Roofline) -> str:
         f"piece(s){tried}",
         *([f"Reference model: {reference_model(strategy)}"]
           if strategy.name == "nccl_reference" else []),
+        f"Host model: {strategy.host_model} (what issues each call; docs/metrics.md 9.4)",
         f"Predicted {_num(result.predicted_us)} us per iteration (slowest rank "
         f"{result.slowest_rank}; steady state of {result.iterations} back-to-back iterations)",
         f"Roofline t_roof {_num(t_roof)} us ({roof.binding}): predicted / t_roof = "
@@ -139,6 +140,7 @@ def to_dict(result: SimResult, roof: Roofline) -> dict[str, Any]:
                           for op, ov in sorted(strategy.overrides.items())},
             **({"reference_model": reference_model(strategy)}
                if strategy.name == "nccl_reference" else {}),
+            "host_model": strategy.host_model,
         },
         "iterations": result.iterations,
         "predicted_us": result.predicted_us,

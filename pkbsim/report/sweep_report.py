@@ -88,6 +88,14 @@ def heading(result: SweepResult) -> str:
             + (f"; varied: {varied}" if varied else ""))
 
 
+def host_note(result: SweepResult) -> str:
+    """Which host model the simulated times used (docs/metrics.md section 9.4)."""
+    host = result.spec.target.host
+    what = ("calls issued from a C loop, as nccl-tests" if host == "nccl-tests" else
+            "calls issued from Python through torch.distributed, as PKB's reference")
+    return f"host model {host} ({what})"
+
+
 def _shown_fields(result: SweepResult) -> list[str]:
     """The table's columns: error only when some point failed."""
     names = fields(result)
@@ -112,7 +120,7 @@ def render_table(result: SweepResult) -> str:
                       highlight=False)
     console.print(table)
     note = ("Times in us; bandwidths in GB/s (1e9 B/s, nccl-tests' algbw/busbw); sizes are "
-            "bytes per rank")
+            f"bytes per rank; {host_note(result)}")
     return heading(result) + "\n" + note + "\n\n" + console.export_text()
 
 
@@ -125,7 +133,7 @@ def _numeric_fields(result: SweepResult) -> set[str]:
 def render_markdown(result: SweepResult) -> str:
     names = _shown_fields(result)
     numeric = _numeric_fields(result)
-    lines = [f"{heading(result)}. Times in µs, bandwidths in GB/s.", "",
+    lines = [f"{heading(result)}. Times in µs, bandwidths in GB/s; {host_note(result)}.", "",
              "| " + " | ".join(names) + " |",
              "|" + "|".join("---:" if n in numeric else "---" for n in names) + "|"]
     for row in result.rows:

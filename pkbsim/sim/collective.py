@@ -62,6 +62,7 @@ class CallSpec:
     net_latency_s: float  # per message that crosses a NIC
     comm_sms: int  # SMs the call's kernel holds on each rank (0: copy engine)
     label: str = ""  # op id, for records
+    flow_cap_Bps: float = float("inf")  # most one send may move per second (NCCL's LL cap)
 
 
 class _Channel:
@@ -185,8 +186,8 @@ class CollectiveRun:
             route = self._routes[(srcs, dsts, ch.rank)] = (uses, latency, (g_srcs, g_dsts), hbm)
         issuer = self.members[ch.rank] if self._copies else -1
         done = _SendDone(self, ch, dsts, tag, route[1], issuer)
-        self.sim.net.start(route[0], nbytes, done, tag=(self.spec.label, *route[2]),
-                           side=route[3])
+        self.sim.net.start(route[0], nbytes, done, cap=self.spec.flow_cap_Bps,
+                           tag=(self.spec.label, *route[2]), side=route[3])
 
     def _arrive(self, dsts: tuple[int, ...], tag: Any) -> None:
         for d in dsts:

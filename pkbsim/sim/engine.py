@@ -23,7 +23,7 @@ from pkbsim.errors import InfeasibleError
 from pkbsim.placement import fabric_for, link_efficiency
 from pkbsim.sim.collective import CallSpec, CollectiveRun
 from pkbsim.sim.network import Flow, Link, Network
-from pkbsim.topology.fabric import NIC
+from pkbsim.topology.fabric import NIC, UPLINK_NET
 from pkbsim.topology.schema import Mechanism, Topology
 
 
@@ -244,7 +244,7 @@ class Simulation:
         crosses = False
         for link_id in ids:
             wire = fabric.link(link_id)
-            crosses = crosses or wire.kind == NIC
+            crosses = crosses or wire.kind in (NIC, UPLINK_NET)
             eff = link_efficiency(topo, mech, wire.kind)
             uses.append((self.net.link(link_id, wire.kind, wire.line_Bps), 1.0 / eff))
         if mech.traits.uses_sms and 0 < comm_sms < mech.sms_to_saturate:
@@ -286,9 +286,11 @@ class Simulation:
             node._left = len(node.deps)
             for dep in node.deps:
                 dep._dependents.append(node)
-        for node in self.nodes:
-            if node._left == 0:
-                self._ready(node, None)
+        # the roots are collected before any starts: a zero-time node ends at once and may
+        # bring a later node's count to 0, which must then start once (by its dependency)
+        roots = [node for node in self.nodes if node._left == 0]
+        for node in roots:
+            self._ready(node, None)
         collecting = gc.isenabled()
         gc.disable()  # millions of short-lived tuples: the cyclic collector only slows us down
         try:

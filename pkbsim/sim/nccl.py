@@ -11,10 +11,12 @@ constants (NCCL's src/graph/tuning.cc: docs/sources.md [S21] and D4.3).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from pkbsim.collectives import ALGORITHMS
-from pkbsim.collectives.base import Context
+from pkbsim.collectives.bandwidth import BUSBW_FACTOR, size_bytes
+from pkbsim.collectives.base import MAX_PIPELINE_CHUNKS, Context
 from pkbsim.placement import call_bandwidth_s
 from pkbsim.task.schema import CommOp
 from pkbsim.topology.fabric import Fabric
@@ -23,15 +25,61 @@ from pkbsim.units import US
 
 PROTOCOLS = {"LL": "nccl_ll", "LL128": "nccl_ll128", "Simple": "nccl_simple"}
 
-# NCCL tuning.cc: tree base latency per protocol, tree / NVLS per-hop latency on NVLink, and the
-# per-hop latency of a step that crosses the network (ring, tree), in microseconds.
+# NCCL's tuner constants (src/graph/tuning.cc, ncclTunerConstantsDefaults; NCCL master 5067397c,
+# the same values since 2.19: docs/sources.md [S21]), in microseconds. Ring's base and NVLink
+# per-hop latencies are the topology's nccl_* mechanisms (latency_us, step_latency_us).
 TREE_BASE_US = {"LL": 6.8, "LL128": 14.0, "Simple": 8.4}
-TREE_NVLINK_HOP_US = {"LL": 0.6, "LL128": 1.25, "Simple": 4.0}
-NVLS_HOP_US = 25.0  # NVLS (Simple only), one hop per call
+TREE_HOP_US = {"nvswitch": {"LL": 0.6, "LL128": 1.25, "Simple": 4.0},  # NVLink
+               "pcie": {"LL": 1.0, "LL128": 1.9, "Simple": 4.0}}
+NVLS_HOP_US = 25.0  # NVLS and NVLSTree (Simple only), once per call inside the node
 NET_HOP_US = {"ring": {"LL": 2.7, "LL128": 4.0, "Simple": 14.0},
-              "tree": {"LL": 5.0, "LL128": 8.5, "Simple": 14.0}}
+              "nccl_tree": {"LL": 5.0, "LL128": 8.5, "Simple": 14.0},
+              "nvls_tree": {"LL": 0.0, "LL128": 0.0, "Simple": 20.9}}
+NET_OVERHEAD_US = 1.0  # NCCL_NET_OVERHEAD default (x86); x3 for Simple: a ring step's floor
+# Channel tuning (src/enqueue.cc): NCCL drops channels while bytes < channels x threads x
+# threshold; NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD (src/include/comm.h; ring LL x ranks) and
+# the threads per block (src/include/device.h).
+THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
+THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+# LL's busbw ceiling (tuning.cc llMaxBws, GB/s): inside one node by GPU generation, across
+# 2 nodes / more by host CPU (x86 Intel taken: the shipped machines' hosts are not AMD)
+LL_MAX_BUSBW_ONE_NODE_GBPS = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0,
+                              "blackwell": 282.0}
+LL_MAX_BUSBW_NODES_GBPS = {2: 39.0, 3: 20.4}  # 2 nodes; 3 stands for 3 or more
+# NCCL's own estimate of a tree all-reduce: bandwidth x 0.92, times a correction per power of
+# two of bytes / 64 (64 B .. 256 MiB) for its mid-size pipelining (tuning.cc
+# treeCorrectionFactor); a multi-node Simple ring all-reduce's latency x 1.4 (its plateau)
+TREE_BW_FACTOR = 0.92
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
+           1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9,
+              .9, .9, 1.0, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7,
+               .8, .9, .9, .9)}
+RING_PLATEAU = 1.4
+TREE_CHUNK_MIN_BYTES = 128 * 1024  # NCCL halves a tree's chunk down to this for pipelining
 P2P_LL_THRESHOLD_BYTES = 16384  # NCCL_P2P_LL_THRESHOLD: point-to-point below this uses LL
 PIPELINE_CHUNK_BYTES = 512 * 1024  # Simple's step: its 4 MiB buffer over NCCL_STEPS = 8
+NVLS_ALGOS = ("nvls", "multicast", "nvls_tree")
+
+
+def generation(topo: Topology) -> str:
+    """The GPU generation NCCL's tuner tables are indexed by, read from the model name."""
+    model = topo.gpu.model.upper()
+    if any(k in model for k in ("B200", "B300", "GB200", "GB300", "BLACKWELL")):
+        return "blackwell"
+    if any(k in model for k in ("H100", "H200", "H20", "H800", "GH200")):
+        return "hopper"
+    if "V100" in model:
+        return "volta"
+    return "ampere"  # A100 and the sm_8x cards
+
+
+def ll_max_busbw_Bps(ctx: Context, topo: Topology) -> float:
+    if ctx.nodes == 1:
+        return LL_MAX_BUSBW_ONE_NODE_GBPS[generation(topo)] * 1e9
+    return LL_MAX_BUSBW_NODES_GBPS[min(ctx.nodes, 3)] * 1e9
 
 
 @dataclass(frozen=True)
@@ -44,20 +92,25 @@ class NcclChoice:
     step_latency_s: float  # per hop inside the node
     net_latency_s: float  # per hop across the network
     estimate_s: float  # NCCL's own alpha-beta estimate for the call
+    channels: int = 1  # channels (one thread block, one SM each) NCCL runs the call on
+    flow_cap_Bps: float = float("inf")  # LL's busbw ceiling, per concurrent send of a rank
 
 
 def candidates(kind: str, ctx: Context, topo: Topology) -> list[tuple[str, str]]:
-    """(algorithm, protocol) pairs NCCL may use for this call."""
+    """(algorithm, protocol) pairs NCCL may use for this call (tuning.cc: NVLS in one node;
+    NVLSTree across nodes; AG/RS across nodes by ring, as NVLS there needs CollNet)."""
     one_node = ctx.nodes == 1
-    nvls = topo.scale_up.in_switch_reduction and one_node and ctx.n > 1
+    nvls = topo.scale_up.in_switch_reduction and ctx.n > 1
     protos = [p for p in PROTOCOLS if PROTOCOLS[p] in topo.mechanisms]
     algs: list[str]
     if kind == "all_reduce":
-        algs = ["ring", "tree"] + (["nvls"] if nvls else []) + ([] if one_node else
-                                                                 ["hierarchical"])
+        algs = ["ring", "nccl_tree"]
+        if nvls:
+            algs += ["nvls"] if one_node else ["nvls_tree"]
     elif kind in ("reduce_scatter", "all_gather"):
-        algs = ["ring"] + (["nvls" if kind == "reduce_scatter" else "multicast"] if nvls else [])
-        algs += [] if one_node else ["hierarchical"]
+        algs = ["ring"]
+        if nvls and one_node:
+            algs += ["nvls" if kind == "reduce_scatter" else "multicast"]
     elif kind in ("broadcast", "reduce"):
         algs = ["ring"]
     else:  # all_to_all, scatter, gather, send_recv: NCCL's point-to-point sends
@@ -66,10 +119,10 @@ def candidates(kind: str, ctx: Context, topo: Topology) -> list[tuple[str, str]]
     for alg in algs:
         if not ALGORITHMS[alg].applies(kind, ctx):
             continue
-        if alg in ("nvls", "multicast") and "nvls_multimem" not in topo.mechanisms:
+        if alg in NVLS_ALGOS and "nvls_multimem" not in topo.mechanisms:
             continue
         for proto in protos:
-            if alg in ("nvls", "multicast", "hierarchical") and proto != "Simple":
+            if alg in NVLS_ALGOS and proto != "Simple":
                 continue
             out.append((alg, proto))
     return out
@@ -99,26 +152,77 @@ def choose(op: CommOp, nbytes: float, ctx: Context, world_size: int, fabric: Fab
     return best
 
 
+def channels(alg_name: str, proto: str, kind: str, nbytes: float, ctx: Context,
+             most: int) -> int:
+    """Channels NCCL runs a call on: NVLS always its own count; rings and trees drop channels
+    while the call's bytes (nccl-tests' S) are under channels x threads x threshold."""
+    if alg_name in NVLS_ALGOS or most <= 1:
+        return max(most, 1)
+    threshold = THREAD_THRESHOLD[proto] * (ctx.n if alg_name == "ring" and proto == "LL" else 1)
+    per_channel = THREADS[proto] * threshold
+    total = size_bytes(kind, nbytes, ctx.n)
+    return int(min(most, max(1, total // per_channel)))
+
+
+def latencies_us(alg_name: str, proto: str, kind: str, ctx: Context, topo: Topology
+                 ) -> tuple[float, float, float]:
+    """(base, per hop inside a node, per hop across nodes) in microseconds, as NCCL's tuner
+    has them; the simulator pays the base once and a hop per message on the critical path."""
+    simple = topo.mechanisms.get(PROTOCOLS[proto])
+    multi = ctx.nodes > 1
+    ppn_one = multi and ctx.per_node == 1
+    # with one rank per node every step crosses the network: NCCL charges the tree's net hop
+    net = NET_HOP_US["nccl_tree" if ppn_one and alg_name == "ring" else alg_name][proto] \
+        if alg_name in NET_HOP_US else NET_HOP_US["ring"][proto]
+    if alg_name == "nccl_tree":
+        fabric = "nvswitch" if topo.scale_up.fabric == "nvswitch" else "pcie"
+        return TREE_BASE_US[proto], TREE_HOP_US[fabric][proto], net
+    if alg_name in NVLS_ALGOS:
+        hop = topo.mechanisms["nvls_multimem"].step_latency_us
+        return NVLS_HOP_US, hop, net
+    assert simple is not None
+    hop = simple.step_latency_us
+    if multi:  # a ring step across nodes cannot be quicker than the proxy's post
+        hop = max(hop, NET_OVERHEAD_US * (3 if proto == "Simple" else 1))
+    return simple.latency_us, hop, net
+
+
 def _cost(alg_name: str, proto: str, op: CommOp, ctx: Context, world_size: int,
           fabric: Fabric) -> NcclChoice:
     topo = fabric.topo
     alg = ALGORITHMS[alg_name]
     # NCCL's NVLS kernels (all-reduce, reduce-scatter, all-gather) move data with multimem
-    mech_name = "nvls_multimem" if alg_name in ("nvls", "multicast") else PROTOCOLS[proto]
+    mech_name = "nvls_multimem" if alg_name in NVLS_ALGOS else PROTOCOLS[proto]
     mech = topo.mechanisms[mech_name]
-    simple = topo.mechanisms[PROTOCOLS[proto]]
+    base, hop, net = latencies_us(alg_name, proto, op.kind, ctx, topo)
     steps = alg.steps(op.kind, ctx)
-    if alg_name == "tree":
-        base, hop = TREE_BASE_US[proto], TREE_NVLINK_HOP_US[proto]
-    elif alg_name in ("nvls", "multicast"):
-        base, hop, steps = NVLS_HOP_US, mech.step_latency_us, 1
-    else:
-        base, hop = simple.latency_us, simple.step_latency_us
-    net = NET_HOP_US["tree" if alg_name == "tree" else "ring"][proto]
-    hops_net = 0 if ctx.nodes == 1 else (2 * (ctx.nodes - 1) if op.kind == "all_reduce"
-                                         else ctx.nodes - 1)
+    if alg_name in ("nvls", "multicast"):
+        steps = 1
+    hops_net = 0 if ctx.nodes == 1 else (
+        2 * (ctx.nodes.bit_length() - 1) if alg_name in ("nccl_tree", "nvls_tree") else
+        2 * (ctx.nodes - 1) if op.kind == "all_reduce" else ctx.nodes - 1)
     t_bw = call_bandwidth_s(alg, mech, op, world_size, fabric)
-    estimate = (base + max(steps - hops_net, 0) * hop + hops_net * net) * US + t_bw
-    chunks = alg.pipeline_chunks(op.kind, op.bytes_per_rank, ctx.n, PIPELINE_CHUNK_BYTES)
+    S = size_bytes(op.kind, op.bytes_per_rank, ctx.n)
+    cap = float("inf")
+    if proto == "LL" and alg_name == "ring":
+        ceiling = ll_max_busbw_Bps(ctx, topo)
+        t_bw = max(t_bw, S * BUSBW_FACTOR[op.kind](ctx.n) / ceiling)
+        cap = ceiling / max(alg.channels(op.kind, ctx), 1)
+    latency = (base + max(steps - hops_net, 0) * hop + hops_net * net) * US
+    if alg_name == "nccl_tree":
+        log = int(S // 64).bit_length() - 1
+        corr = TREE_CORRECTION[proto][log] if 0 <= log < len(TREE_CORRECTION[proto]) else 1.0
+        t_bw /= TREE_BW_FACTOR * corr
+    if alg_name == "ring" and proto == "Simple" and ctx.nodes > 1 and \
+            op.kind == "all_reduce" and S / (max(mech.sms_to_saturate, 1) * ctx.n) >= 64:
+        latency *= RING_PLATEAU
+    estimate = latency + t_bw
+    if alg_name == "nccl_tree":  # each tree's share per channel, in chunks of 128-512 KiB
+        share = op.bytes_per_rank / 2 / max(alg.channels(op.kind, ctx) // 4, 1)
+        chunks = max(1, min(math.ceil(share / TREE_CHUNK_MIN_BYTES), MAX_PIPELINE_CHUNKS))
+    else:
+        chunks = alg.pipeline_chunks(op.kind, op.bytes_per_rank, ctx.n, PIPELINE_CHUNK_BYTES)
+    most = mech.sms_to_saturate
+    nc = channels(alg_name, proto, op.kind, op.bytes_per_rank, ctx, most)
     return NcclChoice(alg_name, proto, mech.name, chunks, base * US,
-                      hop * US, net * US, estimate)
+                      hop * US, net * US, estimate, nc, cap)

@@ -12,7 +12,7 @@ from pkbsim.task.schema import CommOp, TaskInstance
 from pkbsim.topology.schema import Topology
 from pkbsim.units import US
 
-DATA_LINK_KINDS = ("scale_up", "pcie", "pcie_uplink", "socket", "nic", "hbm")
+DATA_LINK_KINDS = ("scale_up", "pcie", "pcie_uplink", "socket", "nic", "net_uplink", "hbm")
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,10 @@ class OpOverride:
 
 
 REFERENCE_MODELS = ("auto", "trace", "task")
+# Who issues the calls: ``torch`` a Python loop through torch.distributed and eager PyTorch
+# (PKB's reference: latency.host_collective_us per collective, host_launch_us per kernel);
+# ``nccl-tests`` a C loop (latency.nccl_launch_us per NCCL call or kernel launch)
+HOST_MODELS = ("torch", "nccl-tests")
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class Strategy:
     reference: str = "auto"  # nccl_reference: auto (traced when shipped), trace, or task
     # nccl_reference: the traced program it runs (pkbsim.trace), or None for the task file's ops
     program: ChosenProgram | None = field(default=None, hash=False, compare=False)
+    host_model: str = "torch"  # HOST_MODELS: what issues each call from the host
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,18 @@ class Builder:
 
     # ------------------------------------------------------------ shared
 
+    def host_call_s(self) -> float:
+        """Host cost of issuing one collective under the strategy's host model."""
+        lat = self.topo.latency
+        return (lat.nccl_launch_us if self.strategy.host_model == "nccl-tests"
+                else lat.host_collective_us) * US
+
+    def host_kernel_s(self) -> float:
+        """Host cost of launching one kernel under the strategy's host model."""
+        lat = self.topo.latency
+        return (lat.nccl_launch_us if self.strategy.host_model == "nccl-tests"
+                else lat.host_launch_us) * US
+
     def groups(self, op: CommOp) -> list[list[int]]:
         if op.id not in self._groups:
             self._groups[op.id] = group_members(op, self.w)
@@ -161,11 +178,13 @@ class Builder:
             raise UsageError(f"op {op.id}: mechanism {mech.name} cannot carry {alg.name} "
                              f"{op.kind} on {self.topo.name}")
         chunks = ov.chunks or choice.chunks
-        sms = comm_sms(mech, ov.sms)
+        # NCCL runs one block per channel: the call holds (and moves data with) that many SMs
+        sms = comm_sms(mech, ov.sms if ov.sms is not None or ov.mechanism else choice.channels)
         self.choices[op.id] = CommChoice(op.id, alg.name, mech.name, choice.protocol, chunks,
                                          1, sms, round(choice.estimate_s / US, 6))
         return CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, choice.start_latency_s,
-                        choice.step_latency_s, choice.net_latency_s, sms, op.id)
+                        choice.step_latency_s, choice.net_latency_s, sms, op.id,
+                        choice.flow_cap_Bps)
 
     def _custom_spec(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride
                      ) -> CallSpec:
@@ -282,7 +301,7 @@ class Builder:
         for op in self.inst.ops:
             if isinstance(op, CommOp):
                 for rep in range(op.repeat):
-                    issued = {r: sim.node(r, "host", op.id, it, Delay(lat.host_collective_us * US),
+                    issued = {r: sim.node(r, "host", op.id, it, Delay(self.host_call_s()),
                                           [host[r]]) for r in range(self.w)}
                     nodes = self.collective_nodes(
                         op, rep, op.bytes_per_rank * op.imbalance,
@@ -296,7 +315,7 @@ class Builder:
             for r in range(self.w):
                 if not op.runs_on(r):
                     continue
-                first = sim.node(r, "host", op.id, it, Delay(lat.host_launch_us * US), [host[r]])
+                first = sim.node(r, "host", op.id, it, Delay(self.host_kernel_s()), [host[r]])
                 work = sim.node(r, "stream0", op.id, it, Compute(cb.t_comp_s, cb.op.hbm_bytes
                                                                  * op.repeat * op.imbalance),
                                 [first, gpu[r]], working * kernels)
@@ -389,7 +408,7 @@ class Builder:
         sim, lat = self.sim, self.topo.latency
         kernel = {}
         for r in range(self.w):
-            host[r] = sim.node(r, "host", "fused_kernel", it, Delay(lat.host_launch_us * US),
+            host[r] = sim.node(r, "host", "fused_kernel", it, Delay(self.host_kernel_s()),
                                [host[r]])
             kernel[r] = sim.node(r, "stream0", "fused_kernel", it, None, [host[r], gpu[r]],
                                  (lat.eager_kernel_us + lat.kernel_ramp_us) * US)

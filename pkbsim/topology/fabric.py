@@ -3,6 +3,9 @@
 Each GPU has an egress and an ingress port per link kind; the two directions are independent.
 An NVSwitch is one non-blocking stage, so GPU-to-GPU traffic loads only the sender's egress
 and the receiver's ingress. PCIe-only machines add the switch uplinks and the socket link.
+Between nodes a byte leaves by a NIC (by its rail's NIC on a rail-optimized fabric, NCCL's PXN)
+and crosses the tier above the leaves only when it changes rail or the fabric is not
+rail-optimized; that tier is modelled only when oversubscribed.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pkbsim.topology.schema import Topology
 from pkbsim.units import GB
 
 SCALE_UP, PCIE, UPLINK, SOCKET, NIC = "scale_up", "pcie", "pcie_uplink", "socket", "nic"
+UPLINK_NET = "net_uplink"  # a node's share of the network tier above its leaf switches
 
 
 @dataclass(frozen=True)
@@ -74,10 +78,33 @@ class Fabric:
             return (self.switch_port(src, to_switch=True),)
         t = self.topo
         if t.node_of(src) != t.node_of(dst):
-            return (self._nic(src, "out"), self._nic(dst, "in"))
+            return self._net_route(src, dst)
         if t.scale_up.fabric == "nvswitch":
             return (self._port(src, "out"), self._port(dst, "in"))
         return self._pcie_route(src, dst)
+
+    def _net_route(self, src: int, dst: int) -> tuple[str, ...]:
+        """Across nodes. Rail-optimized: a GPU sends to another rail's GPU through the NIC of
+        that rail, reached over NVLink first (NCCL's PXN), so the bytes stay on one leaf
+        switch. Otherwise (or between rails) they cross the tier above, whose share per node
+        is the node's NIC bandwidth over ``oversubscription``."""
+        t = self.topo
+        so = t.scale_out
+        assert so is not None
+        g = t.gpus_per_node
+        a, b = src % g, dst % g
+        path: list[str] = []
+        sender = src
+        if so.rail_optimized and a != b and t.scale_up.fabric == "nvswitch":
+            sender = src - a + b  # the GPU of the destination's rail on the source's node
+            path += [self._port(src, "out"), self._port(sender, "in")]
+        path.append(self._nic(sender, "out"))
+        if so.oversubscription > 1 and (not so.rail_optimized or sender % g != b):
+            up = g * so.nics_per_gpu * so.nic_bandwidth_GBps / so.oversubscription
+            path += [self._add(f"node{t.node_of(src)}.uplink.out", UPLINK_NET, up),
+                     self._add(f"node{t.node_of(dst)}.uplink.in", UPLINK_NET, up)]
+        path.append(self._nic(dst, "in"))
+        return tuple(path)
 
     def _pcie_route(self, src: int, dst: int) -> tuple[str, ...]:
         t, p = self.topo, self.topo.pcie

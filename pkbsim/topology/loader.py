@@ -72,7 +72,9 @@ def load_topology(name: str, overrides: Mapping[str, Any] | None = None) -> Topo
 PER_GPU_BANDWIDTH_KEYS = ("scale_up.bandwidth_GBps", "nvlink.bandwidth_GBps")
 # Optional fields a file may leave out; --set may still set them.
 OPTIONAL_FIELDS = ("gpu.hbm_efficiency", "latency.eager_launch_us", "latency.kernel_ramp_us",
-                   "latency.host_view_us", "latency.host_library_us", "latency.host_call_us")
+                   "latency.host_view_us", "latency.host_library_us", "latency.host_call_us",
+                   "latency.nccl_launch_us", "scale_out.rail_optimized",
+                   "scale_out.oversubscription")
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any], file: str
@@ -234,6 +236,8 @@ def _scale_out(f: Fields) -> ScaleOut:
         nic_bandwidth_GBps=f.num("nic_bandwidth_GBps", lo=0, lo_open=True),
         efficiency=f.num("efficiency", lo=0, hi=1, lo_open=True),
         latency_us=f.num("latency_us", lo=0),
+        rail_optimized=f.flag("rail_optimized", True),
+        oversubscription=f.num("oversubscription", 1.0, lo=1),
     )
     f.done()
     return out
@@ -250,6 +254,7 @@ def _latency(f: Fields) -> Latency:
         kernel_ramp_us=f.num("kernel_ramp_us", 0.0, lo=0),
         host_view_us=f.num("host_view_us", 0.0, lo=0),
         host_call_us=f.num("host_call_us", 0.0, lo=0),
+        nccl_launch_us=f.num("nccl_launch_us", 0.0, lo=0),
         host_library_us=f.num("host_library_us", lo=0) if f.has("host_library_us") else None,
     )
     f.done()

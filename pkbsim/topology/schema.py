@@ -119,6 +119,12 @@ class ScaleOut:
     nic_bandwidth_GBps: float  # per NIC, per direction, line rate
     efficiency: float
     latency_us: float  # one message, one way, including the proxy
+    # NIC i of every node on leaf switch i: traffic between GPUs of different local index goes
+    # first over NVLink to the GPU of the destination's rail, then out its NIC (NCCL's PXN)
+    rail_optimized: bool = True
+    # a node's NIC bandwidth over its share of the next tier up (1: non-blocking); traffic
+    # that leaves its rail (all of it when not rail_optimized) shares that uplink
+    oversubscription: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,7 @@ class Latency:
     host_view_us: float = 0.0  # host cost of an operator that launches nothing (view, alloc)
     host_library_us: float | None = None  # host cost of a cuBLAS/cuDNN/cuFFT call
     host_call_us: float = 0.0  # host cost of one call of a traced function (Python, timing loop)
+    nccl_launch_us: float = 0.0  # host cost of one NCCL call (or kernel launch) from a C loop
 
     @property
     def library_us(self) -> float:

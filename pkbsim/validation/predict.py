@@ -39,7 +39,8 @@ from pkbsim.validation.results import Measurement
 CHAIN = 8  # back-to-back nodes simulated for a per-launch or steady per-call time
 TORCH_OP_HBM_BYTES = 2 * 1024 * 4  # torch.add on 1,024 fp32 elements: read 4 KiB, write 4 KiB
 DIST_CALL_BYTES = 2048  # host_dist_call's tensor when the measurement gives no size
-NCCL_ALGOS = {"ring": "ring", "tree": "tree", "nvls": "nvls"}  # NCCL_ALGO -> model algorithm
+# NCCL_ALGO -> model algorithm
+NCCL_ALGOS = {"ring": "ring", "tree": "nccl_tree", "nvls": "nvls", "nvlstree": "nvls_tree"}
 NCCL_PROTOS = {p.lower(): p for p in nccl.PROTOCOLS}  # NCCL_PROTO (any case) -> LL, LL128, Simple
 NOT_MODELLED = {
     "launch_eager_host": "host time of a CuPy launch: the model has one host cost per eager "
@@ -405,7 +406,8 @@ def _nccl_spec(topo: Topology, kind: str, nbytes: float, w: int, algorithm: str 
     if not alg.applies(kind, ctx) or not fits(alg, mech, kind):
         return f"NCCL {choice.algorithm}/{choice.protocol} cannot carry {kind} in the model"
     spec = CallSpec(alg, mech, kind, nbytes, ctx, choice.chunks, choice.start_latency_s,
-                    choice.step_latency_s, choice.net_latency_s, comm_sms(mech, None), kind)
+                    choice.step_latency_s, choice.net_latency_s,
+                    comm_sms(mech, choice.channels), kind, choice.flow_cap_Bps)
     return spec, (f"NCCL {kind} {choice.algorithm}/{choice.protocol} ({mech.name}, "
                   f"{choice.chunks} chunk(s))")
 

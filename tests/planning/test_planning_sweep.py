@@ -61,7 +61,8 @@ def test_streamed_file_has_header_then_rows(tmp_path: Path) -> None:
     result = run_sweep(grpo_spec(), path, jobs=1, progress=progress)
     records = lines(path)
     assert records[0] == {"pkbsim_sweep": 1, "target": {
-        "task": "grpo", "collective": None, "topology": "dgx-h100", "preset": "pkb"},
+        "task": "grpo", "collective": None, "topology": "dgx-h100", "preset": "pkb",
+        "host_model": "torch"},
         "axes": [{"name": "world_size", "values": [2, 4, 8]},
                  {"name": LINK, "values": list(range(10, 201, 10))}],
         "metrics": ["t_comm", "t_mem", "t_comp", "t_latency", "t_roof", "binding"]}

@@ -1,0 +1,205 @@
+"""NCCL's trees, as NCCL builds them (src/graph/trees.cc, src/graph/tuning.cc; docs/metrics.md
+section 6.3): a chain through the GPUs of each node, joined across nodes by a double binary tree
+(``nccl_tree``), and NVLS inside each node with a tree across nodes (``nvls_tree``, NCCL's
+NVLSTree). Traffic formulas: docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pkbsim.collectives.algorithms import tree_positions
+from pkbsim.collectives.base import (
+    BATCH,
+    RECV,
+    SEND,
+    SWITCH,
+    WAITALL,
+    Algorithm,
+    Context,
+    Flow,
+    Prim,
+    register,
+)
+
+
+def _shape(ctx: Context) -> tuple[int, int]:
+    """(ranks per node g, nodes k); a group with uneven nodes is one chain."""
+    if ctx.nodes > 1 and ctx.per_node > 0:
+        return ctx.per_node, ctx.nodes
+    return ctx.n, 1
+
+
+def _depth(k: int) -> int:
+    return k.bit_length() - 1 if k > 1 else 0
+
+
+@register
+class NcclTree(Algorithm):
+    """Tree ``which`` (0 or 1) carries half the buffer: inside each node a chain (local rank 0
+    first for tree 0, the reverse for tree 1, so the two trees leave a node by different GPUs
+    and NICs); the chains' heads form a binary tree of nodes (tree 1 mirrors tree 0)."""
+
+    name = "nccl_tree"
+    kinds = ("all_reduce",)
+    summary = "NCCL's tree: a chain inside each node, a double binary tree across nodes"
+
+    def pipelined_bytes(self, kind: str, m: float, n: int) -> float | None:
+        return m / 2
+
+    @staticmethod
+    def rails(ctx: Context) -> int:
+        """Tree pairs side by side: across nodes one per local rank, each pair's chains
+        starting at another GPU, so every NIC carries a share (NCCL's channels)."""
+        return ctx.per_node if ctx.nodes > 1 and ctx.per_node > 1 else 1
+
+    @staticmethod
+    def links(ctx: Context, which: int, rank: int, rail: int = 0
+              ) -> tuple[int | None, list[int]]:
+        """(parent, children) of group rank ``rank`` in tree ``which`` of ``rail``."""
+        g, k = _shape(ctx)
+        node, local = divmod(rank, g)
+        chain = ([(rail + j) % g for j in range(g)] if which == 0
+                 else [(rail - 1 - j) % g for j in range(g)])
+        i = chain.index(local)
+        at, pos = tree_positions(k, which)
+        p = pos[node]
+        kids = [node * g + chain[i + 1]] if i + 1 < g else []
+        if i > 0:
+            return node * g + chain[i - 1], kids
+        kids += [at[q] * g + chain[0] for q in (2 * p + 1, 2 * p + 2) if q < k]
+        parent = at[(p - 1) // 2] * g + chain[0] if p else None
+        return parent, kids
+
+    def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
+        flows: list[Flow] = []
+        if ctx.n == 1:
+            return flows
+        rails = self.rails(ctx)
+        share = m / 2 / rails
+        for rail in range(rails):
+            for which in (0, 1):
+                for r in range(ctx.n):
+                    parent, _ = self.links(ctx, which, r, rail)
+                    if parent is not None:
+                        flows += [Flow(r, parent, share), Flow(parent, r, share)]
+        return flows
+
+    def steps(self, kind: str, ctx: Context) -> int:
+        g, k = _shape(ctx)
+        return 2 * ((g - 1) + _depth(k)) if ctx.n > 1 else 0
+
+    def channels(self, kind: str, ctx: Context) -> int:
+        return 4 * self.rails(ctx)  # per rail: (tree 0, tree 1) x (reduce up, broadcast down)
+
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        if ctx.n == 1:
+            return
+        rail, rest = divmod(channel, 4)
+        which, down = divmod(rest, 2)
+        parent, kids = self.links(ctx, which, rank, rail)
+        piece = m / 2 / self.rails(ctx) / chunks
+        t = (rail, which)
+        for c in range(chunks):
+            up_in = tuple(("up", t, c, kid) for kid in kids)
+            if not down:
+                if kids:
+                    yield (WAITALL, up_in)
+                if parent is not None:
+                    yield (SEND, (rank,), (parent,), piece, ("up", t, c, rank))
+                continue
+            if parent is None:  # the root turns the reduced chunk around
+                yield (WAITALL, up_in)
+            else:
+                yield (RECV, ("down", t, c))
+            if kids:
+                yield (BATCH, tuple(((rank,), (kid,), piece, ("down", t, c))
+                                    for kid in kids))
+
+
+@register
+class NvlsTree(Algorithm):
+    """NVLSTree: in each node an NVLS reduce-scatter (multimem.ld_reduce of the rank's 1/g
+    slice), the slice all-reduced across nodes by a double binary tree of the GPUs with the same
+    local rank (one NIC rail each), then an NVLS all-gather (multimem.st)."""
+
+    name = "nvls_tree"
+    kinds = ("all_reduce",)
+    hierarchical = True
+    needs_switch_reduction = True
+    summary = "NVLS inside each node, a double binary tree per rail across nodes (NVLSTree)"
+
+    def pipelined_bytes(self, kind: str, m: float, n: int) -> float | None:
+        return m / max(n, 1)
+
+    def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
+        g, k = ctx.per_node, ctx.nodes
+        flows: list[Flow] = []
+        for r in range(ctx.n):
+            flows += [Flow(r, SWITCH, m + m / g, "intra"), Flow(SWITCH, r, m / g + m, "intra")]
+        for local in range(g):
+            for which in (0, 1):
+                at, _ = tree_positions(k, which)
+                for p in range(1, k):
+                    child, parent = at[p] * g + local, at[(p - 1) // 2] * g + local
+                    flows += [Flow(child, parent, m / g / 2, "inter"),
+                              Flow(parent, child, m / g / 2, "inter")]
+        return flows
+
+    def steps(self, kind: str, ctx: Context) -> int:
+        return 2 + 2 * _depth(ctx.nodes)
+
+    def channels(self, kind: str, ctx: Context) -> int:
+        return 7  # NVLS load, (up, down) x 2 trees, NVLS store, collect
+
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        g, k = ctx.per_node, ctx.nodes
+        node, local = divmod(rank, g)
+        here = tuple(node * g + j for j in range(g))
+        piece = m / g / chunks  # this rank's slice of one chunk
+        if channel == 0:  # multimem.ld_reduce of the slice from every GPU of the node
+            for c in range(chunks):
+                yield (SEND, here, (rank,), piece, (c, "ld", rank))
+            return
+        if channel == 6:
+            for c in range(chunks):
+                yield (WAITALL, tuple((c, "st", j) for j in here))
+            return
+        if channel == 5:  # multimem.st once both trees have brought the chunk back
+            for c in range(chunks):
+                tags: list[object] = [(c, "ld", rank)]
+                for which in (0, 1):
+                    tags += self._result_tags(which, c, node, k, g, local)
+                yield (WAITALL, tuple(tags))
+                yield (SEND, (rank,), here, piece, (c, "st", rank))
+            return
+        which, down = divmod(channel - 1, 2)
+        at, pos = tree_positions(k, which)
+        p = pos[node]
+        kids = [at[q] * g + local for q in (2 * p + 1, 2 * p + 2) if q < k]
+        parent = at[(p - 1) // 2] * g + local if p else None
+        half = piece / 2
+        for c in range(chunks):
+            up_in = ((c, "ld", rank), *(("up", which, c, kid) for kid in kids))
+            if not down:
+                yield (WAITALL, up_in)
+                if parent is not None:
+                    yield (SEND, (rank,), (parent,), half, ("up", which, c, rank))
+                continue
+            if parent is None:
+                yield (WAITALL, up_in)
+            else:
+                yield (RECV, ("down", which, c))
+            if kids:
+                yield (BATCH, tuple(((rank,), (kid,), half, ("down", which, c)) for kid in kids))
+
+    @staticmethod
+    def _result_tags(which: int, c: int, node: int, k: int, g: int, local: int
+                     ) -> list[object]:
+        at, pos = tree_positions(k, which)
+        p = pos[node]
+        if p:
+            return [("down", which, c)]
+        return [("up", which, c, at[q] * g + local) for q in (1, 2) if q < k]
