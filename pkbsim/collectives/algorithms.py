@@ -401,6 +401,48 @@ def tree_positions(n: int, which: int) -> tuple[list[int], list[int]]:
     return at, pos
 
 
+def tree_channel(rank: int, parent: int | None, kids: list[int], piece: float, chunks: int,
+                 down: bool, tree: object, ready: Callable[[int], tuple[object, ...]] = lambda c: ()
+                 ) -> Iterator[Prim]:
+    """One tree's reduce-up (``down`` False) or broadcast-down channel at ``rank``, chunk by
+    chunk: a rank sends a chunk up once its children's and ``ready(c)``'s data arrived; the
+    root turns it around; the others forward what comes down. ``tree`` names the tree in tags."""
+    for c in range(chunks):
+        up_in = (*ready(c), *(("up", tree, c, kid) for kid in kids))
+        if not down:
+            if up_in:
+                yield (WAITALL, up_in)
+            if parent is not None:
+                yield (SEND, (rank,), (parent,), piece, ("up", tree, c, rank))
+            continue
+        if parent is None:  # the root turns the reduced chunk around
+            yield (WAITALL, up_in)
+        else:
+            yield (RECV, ("down", tree, c))
+        if kids:
+            yield (BATCH, tuple(((rank,), (kid,), piece, ("down", tree, c)) for kid in kids))
+
+
+def rail_tree(which: int, node: int, k: int, g: int, local: int
+              ) -> tuple[int | None, list[int]]:
+    """(parent, children) of the GPU ``local`` of ``node`` in the binary tree ``which`` of the k
+    nodes' GPUs with that local rank (one rail)."""
+    at, pos = tree_positions(k, which)
+    p = pos[node]
+    kids = [at[q] * g + local for q in (2 * p + 1, 2 * p + 2) if q < k]
+    return (at[(p - 1) // 2] * g + local if p else None), kids
+
+
+def rail_tree_result(which: int, c: int, node: int, k: int, g: int, local: int
+                     ) -> list[object]:
+    """The arrival tags that complete chunk ``c`` of rail tree ``which`` at a GPU: the root's
+    children's partial sums, else what comes down."""
+    at, pos = tree_positions(k, which)
+    if pos[node]:
+        return [("down", which, c)]
+    return [("up", which, c, at[q] * g + local) for q in (1, 2) if q < k]
+
+
 @register
 class Tree(Algorithm):
     name = "tree"
@@ -435,20 +477,7 @@ class Tree(Algorithm):
         p = pos[rank]
         kids = [at[q] for q in (2 * p + 1, 2 * p + 2) if q < n]
         parent = at[(p - 1) // 2] if p else None
-        piece = m / 2 / chunks
-        for c in range(chunks):
-            if not down:
-                if kids:
-                    yield (WAITALL, tuple(("up", which, c, k) for k in kids))
-                if parent is not None:
-                    yield (SEND, (rank,), (parent,), piece, ("up", which, c, rank))
-                continue
-            if parent is None:  # the root turns the reduced chunk around
-                yield (WAITALL, tuple(("up", which, c, k) for k in kids))
-            else:
-                yield (RECV, ("down", which, c))
-            if kids:
-                yield (BATCH, tuple(((rank,), (k,), piece, ("down", which, c)) for k in kids))
+        yield from tree_channel(rank, parent, kids, m / 2 / chunks, chunks, bool(down), which)
 
 
 @register
@@ -568,35 +597,10 @@ class HierarchicalTree(Algorithm):
             for c in range(chunks):
                 tags: list[object] = list(rs_in(c))
                 for which in (0, 1):
-                    tags += self._result_tags(which, c, node, k, g, local)
+                    tags += rail_tree_result(which, c, node, k, g, local)
                 yield (WAITALL, tuple(tags))
                 yield (BATCH, _exchange(rank, here, piece, (c, "ag"))[0])
             return
         which, down = divmod(channel - 1, 2)
-        at, pos = tree_positions(k, which)
-        p = pos[node]
-        kids = [at[q] * g + local for q in (2 * p + 1, 2 * p + 2) if q < k]
-        parent = at[(p - 1) // 2] * g + local if p else None
-        half = piece / 2
-        for c in range(chunks):
-            up_in = tuple(("up", which, c, kid) for kid in kids)
-            if not down:
-                yield (WAITALL, (*rs_in(c), *up_in))
-                if parent is not None:
-                    yield (SEND, (rank,), (parent,), half, ("up", which, c, rank))
-                continue
-            if parent is None:
-                yield (WAITALL, (*rs_in(c), *up_in))
-            else:
-                yield (RECV, ("down", which, c))
-            if kids:
-                yield (BATCH, tuple(((rank,), (kid,), half, ("down", which, c)) for kid in kids))
-
-    @staticmethod
-    def _result_tags(which: int, c: int, node: int, k: int, g: int, local: int
-                     ) -> list[object]:
-        at, pos = tree_positions(k, which)
-        p = pos[node]
-        if p:
-            return [("down", which, c)]
-        return [("up", which, c, at[q] * g + local) for q in (1, 2) if q < k]
+        parent, kids = rail_tree(which, node, k, g, local)
+        yield from tree_channel(rank, parent, kids, piece / 2, chunks, bool(down), which, rs_in)

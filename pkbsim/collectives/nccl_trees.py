@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pkbsim.collectives.algorithms import tree_positions
+from pkbsim.collectives.algorithms import rail_tree, rail_tree_result, tree_channel, tree_positions
 from pkbsim.collectives.base import (
-    BATCH,
-    RECV,
     SEND,
     SWITCH,
     WAITALL,
@@ -99,23 +97,8 @@ class NcclTree(Algorithm):
         rail, rest = divmod(channel, 4)
         which, down = divmod(rest, 2)
         parent, kids = self.links(ctx, which, rank, rail)
-        piece = m / 2 / self.rails(ctx) / chunks
-        t = (rail, which)
-        for c in range(chunks):
-            up_in = tuple(("up", t, c, kid) for kid in kids)
-            if not down:
-                if kids:
-                    yield (WAITALL, up_in)
-                if parent is not None:
-                    yield (SEND, (rank,), (parent,), piece, ("up", t, c, rank))
-                continue
-            if parent is None:  # the root turns the reduced chunk around
-                yield (WAITALL, up_in)
-            else:
-                yield (RECV, ("down", t, c))
-            if kids:
-                yield (BATCH, tuple(((rank,), (kid,), piece, ("down", t, c))
-                                    for kid in kids))
+        yield from tree_channel(rank, parent, kids, m / 2 / self.rails(ctx) / chunks, chunks,
+                                bool(down), (rail, which))
 
 
 @register
@@ -171,35 +154,11 @@ class NvlsTree(Algorithm):
             for c in range(chunks):
                 tags: list[object] = [(c, "ld", rank)]
                 for which in (0, 1):
-                    tags += self._result_tags(which, c, node, k, g, local)
+                    tags += rail_tree_result(which, c, node, k, g, local)
                 yield (WAITALL, tuple(tags))
                 yield (SEND, (rank,), here, piece, (c, "st", rank))
             return
         which, down = divmod(channel - 1, 2)
-        at, pos = tree_positions(k, which)
-        p = pos[node]
-        kids = [at[q] * g + local for q in (2 * p + 1, 2 * p + 2) if q < k]
-        parent = at[(p - 1) // 2] * g + local if p else None
-        half = piece / 2
-        for c in range(chunks):
-            up_in = ((c, "ld", rank), *(("up", which, c, kid) for kid in kids))
-            if not down:
-                yield (WAITALL, up_in)
-                if parent is not None:
-                    yield (SEND, (rank,), (parent,), half, ("up", which, c, rank))
-                continue
-            if parent is None:
-                yield (WAITALL, up_in)
-            else:
-                yield (RECV, ("down", which, c))
-            if kids:
-                yield (BATCH, tuple(((rank,), (kid,), half, ("down", which, c)) for kid in kids))
-
-    @staticmethod
-    def _result_tags(which: int, c: int, node: int, k: int, g: int, local: int
-                     ) -> list[object]:
-        at, pos = tree_positions(k, which)
-        p = pos[node]
-        if p:
-            return [("down", which, c)]
-        return [("up", which, c, at[q] * g + local) for q in (1, 2) if q < k]
+        parent, kids = rail_tree(which, node, k, g, local)
+        yield from tree_channel(rank, parent, kids, piece / 2, chunks, bool(down), which,
+                                lambda c: ((c, "ld", rank),))

@@ -253,16 +253,21 @@ class Network:
         stamp = self._stamp
         flows: list[Flow] = []
         links: list[Link] = []
-        if isinstance(seed, Link):
-            seed._seen = stamp
-            seed._spare = seed.capacity
-            seed._weight = 0.0
-            seed._left = 0
-            links.append(seed)
-            for other in seed.flows.values():
+
+        def enter(link: Link) -> None:
+            """Add ``link`` to the region, its sums reset, and its flows not seen yet."""
+            link._seen = stamp
+            link._spare = link.capacity
+            link._weight = 0.0
+            link._left = 0
+            links.append(link)
+            for other in link.flows.values():
                 if other._seen != stamp:
                     other._seen = stamp
                     flows.append(other)
+
+        if isinstance(seed, Link):
+            enter(seed)
         else:
             seed._seen = stamp
             flows.append(seed)
@@ -274,15 +279,7 @@ class Network:
             for link, w in f.uses:
                 if w > 0 and link._mark == flush:
                     if link._seen != stamp:
-                        link._seen = stamp
-                        link._spare = link.capacity
-                        link._weight = 0.0
-                        link._left = 0
-                        links.append(link)
-                        for other in link.flows.values():
-                            if other._seen != stamp:
-                                other._seen = stamp
-                                flows.append(other)
+                        enter(link)
                     link._weight += w
                     link._left += 1
             cap = f.cap
