@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
+from pkbsim.errors import PkbsimError
 from pkbsim.validation.published import REGIMES, Row, load_tables, predict_all, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,7 +82,12 @@ def main() -> None:
     ap.add_argument("--rows", action="store_true", help="also print every row")
     ap.add_argument("--write", help="replace the report block of this Markdown file")
     args = ap.parse_args()
-    rows = predict_all(load_tables(args.data), args.jobs)
+    try:
+        tables = load_tables(args.data)
+    except PkbsimError as exc:
+        print(f"nccl_tests_published: error: {exc.one_line()}", file=sys.stderr)
+        raise SystemExit(2) from None
+    rows = predict_all(tables, args.jobs)
     text = report(rows, args.rows)
     print(text, end="")
     if args.write:
