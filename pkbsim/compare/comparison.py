@@ -23,7 +23,10 @@ from typing import TYPE_CHECKING, Any
 from pkbsim.compare.gap import Gap, decompose, reference_inspection
 from pkbsim.errors import PkbsimError, UsageError
 from pkbsim.inspection import Inspection, inspect_file
+from pkbsim.inspection.profile import Profile
+from pkbsim.inspection.reconcile import reconcile
 from pkbsim.pkb.logs import MeasuredSet, Measurement, from_value, load_measured
+from pkbsim.pkb.run_profile import load_run_profiles
 from pkbsim.task.loader import instantiate, load_task
 from pkbsim.task.schema import TaskInstance
 from pkbsim.topology.schema import Topology
@@ -163,7 +166,7 @@ def compare_measured(problem: str | None, measured: Path | None, measured_us: fl
     if measured is None:
         raise UsageError("--measured-us needs --problem")
     return _directory(load_measured(measured), solutions, topo, world_size, preset,
-                      simulate_fixes)
+                      simulate_fixes, measured)
 
 
 def reference_timeline(comp: Comparison, topology: str, preset: str) -> SimResult:
@@ -189,21 +192,24 @@ def _one_problem(problem: str, measured: Path | None, measured_us: float | None,
         if not found:
             raise UsageError(f"no measured times for problem {problem!r} (it has "
                              f"{', '.join(data.problems())})", file=str(measured))
-    inspections = _solution_for(found, solution) if solution is not None else (
-        _from_folder(found, solutions) if solutions is not None else {})
+    inspections = _solution_for(found, solution, world_size) if solution is not None else (
+        _from_folder(found, solutions, world_size) if solutions is not None else {})
+    inspections = _reconciled(inspections, found, measured)
     comparison = _compare(found, inspections, topo, world_size, preset, simulate_fixes)
     return DirectoryComparison(source, topo.name, (comparison,))
 
 
 def _directory(data: MeasuredSet, solutions: Path | None, topo: Topology,
-               world_size: int | None, preset: str, simulate_fixes: bool
-               ) -> DirectoryComparison:
+               world_size: int | None, preset: str, simulate_fixes: bool,
+               measured: Path | None = None) -> DirectoryComparison:
     done: list[Comparison] = []
     errors: list[ProblemError] = []
     for problem in data.problems():
         found = data.for_problem(problem)
         try:
-            inspections = _from_folder(found, solutions) if solutions is not None else {}
+            inspections = _from_folder(found, solutions, world_size) if solutions is not None \
+                else {}
+            inspections = _reconciled(inspections, found, measured)
             done.append(_compare(found, inspections, topo, world_size, preset,
                                  simulate_fixes))
         except PkbsimError as exc:
@@ -223,28 +229,52 @@ def _compare(found: list[Measurement], inspections: Mapping[str, Inspection], to
     return compare_problem(inst, topo, found, inspections, simulate_fixes=simulate_fixes)
 
 
-def _solution_for(found: list[Measurement], solution: Path) -> dict[str, Inspection]:
+def _profile(found: list[Measurement], world_size: int | None) -> Profile:
+    """The inspection's profile: PKB's, at the ranks compared (else measured, else 8)."""
+    ranks = world_size or next((m.world_size for m in found if m.world_size), None)
+    return Profile(world_size=ranks) if ranks else Profile()
+
+
+def _reconciled(inspections: dict[str, Inspection], found: list[Measurement],
+                measured: Path | None) -> dict[str, Inspection]:
+    """Each inspected candidate checked against the profiler records ``pkbsim run`` left
+    next to its measured times (``rank_<r>_profile.json``), when there are any."""
+    if not inspections or measured is None or not measured.expanduser().is_dir():
+        return inspections
+    folder = measured.expanduser()
+    if not any(folder.rglob("rank_*_profile.json")):
+        return inspections
+    profiles = load_run_profiles(folder)
+    problem = found[0].problem
+    return {variant: reconcile(row, [p for p in profiles if p.problem == problem
+                                     and p.backend == variant and p.variant != "reference"])
+            for variant, row in inspections.items()}
+
+
+def _solution_for(found: list[Measurement], solution: Path, world_size: int | None
+                  ) -> dict[str, Inspection]:
     """``--solution``: the one candidate's, or the candidate named by the file's suffix."""
     candidates = [m for m in found if not m.is_reference]
     if not candidates:
         raise UsageError("--solution given but only the reference was measured",
                          file=str(solution))
     if len(candidates) == 1:
-        return {candidates[0].variant: inspect_file(solution)}
+        return {candidates[0].variant: inspect_file(solution, _profile(found, world_size))}
     stem = solution.stem
     named = [m for m in candidates if stem.endswith(f"_{m.variant}")]
     if not named:
         raise UsageError("several candidates measured (" + ", ".join(
             m.variant for m in candidates) + "): name the file <problem>_<backend>.py",
             file=str(solution))
-    return {named[0].variant: inspect_file(solution)}
+    return {named[0].variant: inspect_file(solution, _profile(found, world_size))}
 
 
-def _from_folder(found: list[Measurement], folder: Path) -> dict[str, Inspection]:
+def _from_folder(found: list[Measurement], folder: Path, world_size: int | None
+                 ) -> dict[str, Inspection]:
     """``<problem stem>_<backend>.py`` in ``folder`` for each candidate that has one."""
     out = {}
     for m in found:
         path = folder.expanduser() / f"{m.problem}_{m.variant}.py"
         if not m.is_reference and path.is_file():
-            out[m.variant] = inspect_file(path)
+            out[m.variant] = inspect_file(path, _profile(found, world_size))
     return out

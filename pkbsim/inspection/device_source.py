@@ -135,7 +135,7 @@ def c_patterns(src: DeviceSource, ev: EvidenceLog) -> None:
     src.peer_lines.extend(src.line(m.start()) for m in C_PEER_MARKER.finditer(src.code))
     for name, pattern in C_MECHANISMS.items():
         for m in re.finditer(pattern, src.code):
-            if name == "host_sync" and C_SETUP_FUNCTION.search(_c_enclosing(src, m.start())):
+            if name == "host_sync" and C_SETUP_FUNCTION.search(c_enclosing(src, m.start())):
                 continue  # a sync in one-time setup code (init_..., open_handles...)
             ev.add(name, src.line(m.start()))
     for m in re.finditer(r"<<<([^;]*?)>>>", src.code):
@@ -174,7 +174,7 @@ def _c_literal(src: DeviceSource, expr: str, depth: int = 0) -> int | None:
     return None
 
 
-def _c_enclosing(src: DeviceSource, pos: int) -> str:
+def c_enclosing(src: DeviceSource, pos: int) -> str:
     """The name of the C++ function whose body holds ``pos`` ("" at top level)."""
     best, best_start = "", -1
     for m in re.finditer(r"\b(\w+)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?\{", src.shape):

@@ -32,6 +32,14 @@ LITERAL_TENSOR = {"tensor", "as_tensor", "LongTensor", "IntTensor", "FloatTensor
 
 PY_COPY_ENGINE = {"memcpyPeer", "memcpyPeerAsync", "cudaMemcpyPeer", "cudaMemcpyPeerAsync",
                   "cuMemcpyPeer", "cuMemcpyPeerAsync"}
+PY_MEMCPY = re.compile(r"(?:cuda)?[mM]emcpy(?:2D|3D)?(?:Async)?|cuMemcpy(?:DtoD|2D|3D)?(?:Async)?"
+                       r"(?:_v2)?")  # a copy: a peer copy when a peer pointer is an argument
+PEER_ROOT_CALLS = {"ipcOpenMemHandle", "cudaIpcOpenMemHandle", "cuIpcOpenMemHandle",
+                   "cuMemImportFromShareableHandle"}
+PEER_TABLES = {"buffer_ptrs", "buffer_ptrs_dev"}  # every rank's buffer: [rank] is our own
+STRICT_PEER_NAME = re.compile(r"(?i)peer|remote")
+PY_RENDEZVOUS_SITES = {"rendezvous", "ipcGetMemHandle", "ipcOpenMemHandle", "cudaIpcGetMemHandle",
+                       "cudaIpcOpenMemHandle", "cuIpcGetMemHandle", "cuIpcOpenMemHandle"}
 PY_PEER_POINTERS = {"buffer_ptrs", "buffer_ptrs_dev", "ipcOpenMemHandle", "cudaIpcOpenMemHandle"}
 PY_TK = {"TKParallelTensor", "get_or_create_parallel_tensor", "create_parallel_tensor"}
 PY_RENDEZVOUS = {"rendezvous", "ipcGetMemHandle", "ipcOpenMemHandle", "cudaIpcGetMemHandle",
@@ -51,7 +59,6 @@ TRITON_COMPUTE = {"dot", "dot_scaled", "exp", "exp2", "log", "log2", "sqrt", "rs
 SM_PEER_PTRS = "_peer_pointers"  # a working note: symmetric-memory pointers, counted with a kernel
 
 C_MECHANISMS = {
-    "copy_engine": r"\b(?:cuda|cu)Memcpy(?:3D)?Peer(?:Async)?\s*\(",
     "tma": r"\bcp\.async\.bulk\b|\bcp_async_bulk\w*|\bCUtensorMap\b|\bcuTensorMapEncode\w*"
            r"|\btma::\w+",
     "nvls_multimem": r"\bmultimem\.(?:ld_reduce|st|red)\b|\bmultimem\s*<",
@@ -66,6 +73,9 @@ C_MECHANISMS = {
     "overlap_attempt": r"\bcudaStreamCreate\w*\s*\(|\bcudaStreamWaitEvent\s*\(",
     "host_sync": r"\bcuda(?:Device|Stream|Event)Synchronize\s*\(",
 }
+C_COPY_ENGINE = re.compile(r"\b(?:cuda|cu)Memcpy(?:2D|3D)?Peer(?:Async)?\s*\(|"
+                           r"\b(cudaMemcpy(?:2D)?Async|cuMemcpyDtoDAsync(?:_v2)?)\s*\(")
+C_PEER_COPY = re.compile(r"(?i)peer|remote")
 C_SETUP_FUNCTION = re.compile(r"(?i)init|setup|open|create|register|alloc|exchange|handle")
 C_COMPUTE = re.compile(r"\b(?:wgmma|mma|wmma|hmma)\b|\bmma_\w+\s*[<(]|\b(?:__hfma2?|fmaf|__expf"
                        r"|expf?|exp2f?|__logf|logf?|rsqrtf?|sqrtf?|tanhf?)\s*\(")

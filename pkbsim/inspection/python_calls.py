@@ -6,19 +6,15 @@ from __future__ import annotations
 import ast
 import math
 
+from pkbsim.inspection.call_sites import CallSite
 from pkbsim.inspection.device_source import DeviceSource
 from pkbsim.inspection.evidence import EvidenceLog
 from pkbsim.inspection.patterns import (
-    DIST_DATA,
     DIST_HOST_BARRIER,
-    DIST_METADATA,
-    DIST_PREFIXES,
-    LITERAL_TENSOR,
     MAX_CAPPED_GRID_BLOCKS,
     OWN_RANK,
     PEER_NAME,
     PY_CHUNKING,
-    PY_COPY_ENGINE,
     PY_HANDLE_BARRIER,
     PY_PEER_POINTERS,
     PY_RENDEZVOUS,
@@ -39,37 +35,39 @@ from pkbsim.inspection.python_model import (
     PythonModel,
     assigned_names,
     last_name,
-    listed_dist,
     reads_names,
     unparse,
 )
 
 
-def python_calls(py: PythonModel, ev: EvidenceLog) -> list[str]:
+def python_calls(py: PythonModel, ev: EvidenceLog, sites: list[CallSite]) -> list[str]:
     """torch.distributed on the hot path, host syncs and barriers, rendezvous, streams,
     chunking, library mechanisms, literal grids. Returns nccl_on_hot_path in line order."""
     nccl: dict[str, int] = {}  # entry -> first line
+    for site in sites:
+        if site.path != "hot":
+            continue
+        if site.kind in ("nccl_payload", "nccl_metadata"):
+            entry = site.call if site.kind == "nccl_payload" else f"{site.call} (metadata)"
+            nccl[entry] = min(nccl.get(entry, site.line), site.line)
+            ev.add("nccl_on_hot_path", site.line)
+            if site.call in DIST_HOST_BARRIER:
+                ev.add("host_barrier_per_call", site.line)
+        if site.kind in ("nccl_payload", "copy_engine"):
+            ev.add(site.kind, site.line)
     for node, region in py.nodes():
-        if isinstance(node, ast.Attribute) and node.attr in PY_PEER_POINTERS:
+        if isinstance(node, ast.Attribute) and node.attr in PY_PEER_POINTERS and region.reached:
             ev.add(SM_PEER_PTRS, node.lineno)
         if not isinstance(node, ast.Call):
             continue
         name = py.dotted(node.func) or ""
         short = name.rsplit(".", 1)[-1] if name else last_name(node.func)  # `ar` -> all_reduce
-        if region.per_call and name.startswith(DIST_PREFIXES) and listed_dist(name, short):
-            metadata = short in DIST_METADATA or _literal_tensor_arg(node, region.function)
-            entry = f"{short} (metadata)" if metadata else short
-            nccl[entry] = min(nccl.get(entry, node.lineno), node.lineno)
-            ev.add("nccl_on_hot_path", node.lineno)
-            if short in DIST_DATA and not metadata:
-                ev.add("nccl_payload", node.lineno)
-            if short in DIST_HOST_BARRIER:
-                ev.add("host_barrier_per_call", node.lineno)
         if region.per_call:
             _per_call_flags(node, name, short, ev)
-        _library_mechanisms(node, name, short, ev)
-        _overlap(node, name, short, ev)
-        _python_grid(py, node, region.function, ev)
+        if region.reached:
+            _library_mechanisms(node, name, short, ev)
+            _overlap(node, name, short, ev)
+            _python_grid(py, node, region.function, ev)
     communicating = py.communicating()
     for loop in py.loops:
         if _chunk_loop(loop) and any(
@@ -77,19 +75,6 @@ def python_calls(py: PythonModel, ev: EvidenceLog) -> list[str]:
                 for s in loop.body for n in ast.walk(s) if isinstance(n, ast.Call)):
             ev.add("overlap_attempt", loop.lineno)
     return sorted(nccl, key=lambda entry: (nccl[entry], entry))
-
-
-
-def _literal_tensor_arg(call: ast.Call, fn: Function | None) -> bool:
-    """Is the first argument built from a Python literal (``torch.tensor([n])``): metadata?"""
-    arg = call.args[0] if call.args else next((k.value for k in call.keywords
-                                               if k.arg in ("tensor", "input")), None)
-    if isinstance(arg, ast.Name) and fn is not None:
-        values = [n.value for n in ast.walk(fn) if isinstance(n, ast.Assign)
-                  and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)]
-        arg = values[-1] if values else None
-    return (isinstance(arg, ast.Call) and last_name(arg.func) in LITERAL_TENSOR and bool(arg.args)
-            and isinstance(arg.args[0], ast.List | ast.Tuple | ast.Constant))
 
 
 def _per_call_flags(call: ast.Call, name: str, short: str, ev: EvidenceLog) -> None:
@@ -106,8 +91,6 @@ def _per_call_flags(call: ast.Call, name: str, short: str, ev: EvidenceLog) -> N
 
 def _library_mechanisms(call: ast.Call, name: str, short: str, ev: EvidenceLog) -> None:
     line = call.lineno
-    if short in PY_COPY_ENGINE:
-        ev.add("copy_engine", line)
     if short in PY_TK:
         ev.add("tk_pgl", line)
     if "nvshmem" in name.lower() or (name.startswith(SYMM_OPS) and short.endswith("_vdev")):
@@ -191,20 +174,19 @@ def python_peers(py: PythonModel, ev: EvidenceLog) -> None:
     """Peer tensors from symmetric memory (``hdl.get_buffer(peer, ...)``): copied with copy_
     (copy engine), used in torch arithmetic (SM loads), read whole in a loop over all ranks."""
     peers: set[str] = set()
-    for node, _ in py.nodes():
-        if isinstance(node, ast.Assign) and any(_is_peer_buffer(n) for n in ast.walk(node.value)):
+    for node, region in py.nodes():
+        if region.reached and isinstance(node, ast.Assign) and any(
+                _is_peer_buffer(n) for n in ast.walk(node.value)):
             peers |= assigned_names(node)
 
     def mentions(node: ast.AST) -> bool:
         return any(_is_peer_buffer(n) or (isinstance(n, ast.Name) and n.id in peers)
                    for n in ast.walk(node))
 
-    for node, _ in py.nodes():
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr == "copy_":
-            if mentions(node.func.value) or any(mentions(a) for a in node.args):
-                ev.add("copy_engine", node.lineno)
-        elif isinstance(node, ast.BinOp | ast.AugAssign) and any(
+    for node, region in py.nodes():
+        if not region.reached:
+            continue
+        if isinstance(node, ast.BinOp | ast.AugAssign) and any(
                 mentions(o) for o in _operands(node)):
             ev.add("sm_peer_ldst", node.lineno)
         elif isinstance(node, ast.comprehension):

@@ -13,12 +13,14 @@ mechanism and every True flag carries (line, snippet) evidence.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pkbsim.errors import PkbsimError
 from pkbsim.inputs import read_text
+from pkbsim.inspection.call_sites import CallSite, call_sites
 from pkbsim.inspection.device_source import (
     c_kernel_flags,
     c_kernels,
@@ -26,8 +28,9 @@ from pkbsim.inspection.device_source import (
     count_kernels,
     device_sources,
 )
-from pkbsim.inspection.evidence import EvidenceLog
+from pkbsim.inspection.evidence import SNIPPET_CHARS, EvidenceLog
 from pkbsim.inspection.patterns import SM_PEER_PTRS
+from pkbsim.inspection.profile import PKB_PROFILE, Profile
 from pkbsim.inspection.python_calls import python_calls, python_peers, triton_kernels
 from pkbsim.inspection.python_model import PythonModel
 from pkbsim.inspection.vocab import FLAGS, MECHANISMS
@@ -60,13 +63,15 @@ class Inspection:
     evidence: Evidence = field(default_factory=dict)  # name -> ((line, snippet), ...)
     notes: tuple[str, ...] = ()
     error: str | None = None  # set on a directory row whose file could not be inspected
+    call_sites: tuple[CallSite, ...] = ()  # every data-moving call, placed on the path
+    profile: str = PKB_PROFILE.describe()  # what the branches were evaluated under
 
     @property
     def flags(self) -> dict[str, bool]:
         return {name: bool(getattr(self, name)) for name in FLAGS}
 
 
-def inspect_path(path: Path) -> list[Inspection]:
+def inspect_path(path: Path, profile: Profile = PKB_PROFILE) -> list[Inspection]:
     """A file, or every ``*.py`` under a folder (sorted); a folder's unreadable or unparsable
     file becomes a row with ``error`` set, a lone file's raises InspectError."""
     path = path.expanduser()
@@ -83,27 +88,32 @@ def inspect_path(path: Path) -> list[Inspection]:
         rows = []
         for file in files:
             try:
-                rows.append(inspect_file(file))
+                rows.append(inspect_file(file, profile))
             except InspectError as exc:
                 rows.append(Inspection(file=str(file), error=exc.one_line()))
         return rows
-    return [inspect_file(path)]
+    return [inspect_file(path, profile)]
 
 
-def inspect_file(path: Path) -> Inspection:
+def inspect_file(path: Path, profile: Profile = PKB_PROFILE) -> Inspection:
     """One solution file: a regular file of at most SOURCE_BYTES (so memory stays bounded)."""
     source = read_text(path, limit=SOURCE_BYTES, error=InspectError, strict=True)
-    return inspect_source(source, str(path))
+    return inspect_source(source, str(path), profile)
 
 
-def inspect_source(source: str, file: str) -> Inspection:
+def inspect_source(source: str, file: str, profile: Profile = PKB_PROFILE) -> Inspection:
     try:
-        return _inspect(source, file)
+        return _inspect(source, file, profile)
     except RecursionError:
         raise InspectError("nested too deeply to inspect", file=file) from None
+    except InspectError:
+        raise
+    except Exception as exc:
+        raise InspectError(f"the inspector failed on this file ({type(exc).__name__}: {exc}); "
+                           "please report it", file=file) from exc
 
 
-def _inspect(source: str, file: str) -> Inspection:
+def _inspect(source: str, file: str, profile: Profile) -> Inspection:
     try:
         tree = ast.parse(source, filename=file)
     except SyntaxError as exc:
@@ -112,11 +122,12 @@ def _inspect(source: str, file: str) -> Inspection:
     except (ValueError, MemoryError) as exc:  # null bytes; a parser stack overflow
         raise InspectError(f"not Python source: {exc or type(exc).__name__}",
                            file=file) from None
-    py = PythonModel(tree)
+    py = PythonModel(tree, profile)
     ev = EvidenceLog(source.splitlines())
     sources = device_sources(py)
     kernels = [k for src in sources for k in c_kernels(src)]
-    nccl = python_calls(py, ev)
+    sites = [dataclasses.replace(s, snippet=_line(ev, s.line)) for s in call_sites(py, sources)]
+    nccl = python_calls(py, ev, sites)
     python_peers(py, ev)
     for src in sources:
         c_patterns(src, ev)
@@ -135,4 +146,10 @@ def _inspect(source: str, file: str) -> Inspection:
         host_sync=has("host_sync"), per_call_rendezvous=has("per_call_rendezvous"),
         fused_comm_compute=has("fused_comm_compute"), overlap_attempt=has("overlap_attempt"),
         one_shot=has("one_shot"), grid_capped=has("grid_capped"),
-        uncoalesced_peer=has("uncoalesced_peer"), evidence=ev.freeze(), notes=tuple(notes))
+        uncoalesced_peer=has("uncoalesced_peer"), evidence=ev.freeze(), notes=tuple(notes),
+        call_sites=tuple(sites), profile=profile.describe())
+
+
+def _line(ev: EvidenceLog, line: int) -> str:
+    text = ev.lines[line - 1].strip() if 0 < line <= len(ev.lines) else ""
+    return text[:SNIPPET_CHARS]

@@ -28,6 +28,10 @@ def to_dict(row: Inspection) -> dict[str, Any]:
                      for name, lines in row.evidence.items()},
         "notes": list(row.notes),
         "error": row.error,
+        "profile": row.profile,
+        "call_sites": [{"line": c.line, "call": c.call, "kind": c.kind, "path": c.path,
+                        "condition": c.condition, "source": c.source, "snippet": c.snippet}
+                       for c in row.call_sites],
     }
 
 
@@ -62,7 +66,23 @@ def render_table(rows: list[Inspection]) -> str:
             lines += [f"  {k:22} line {n:>4}: {text}" for k, v in row.evidence.items()
                       for n, text in v]
         lines += [f"  note: {note}" for note in row.notes]
+    lines += _sites(rows, names)
     return to_text(table) + "\n".join(lines) + "\n"
+
+
+def _sites(rows: list[Inspection], names: list[str]) -> list[str]:
+    """Every call that moves data, with its path and the condition that decides it."""
+    shown = [(row, name) for row, name in zip(rows, names, strict=True) if row.call_sites]
+    if not shown:
+        return []
+    out = ["", f"Call sites (under {shown[0][0].profile}; line 0: found by the profiler)"]
+    for row, name in shown:
+        if len(rows) > 1:
+            out.append(f"  {name}")
+        for c in row.call_sites:
+            why = f"  [{c.condition}]" if c.condition else ""
+            out.append(f"    line {c.line:>4}  {c.path:8} {c.kind:13} {c.call}{why}")
+    return out
 
 
 def _short_names(rows: list[Inspection]) -> list[str]:

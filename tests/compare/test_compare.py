@@ -222,3 +222,28 @@ def test_timeline_marks_measured_times(cli, tmp_path: Path) -> None:
     assert gantt_chart(sim, "png", (("x", 30.0),)) != gantt_chart(sim, "png")
     bad = cli("compare", "--measured", str(logs), "--timeline", str(tmp_path / "c.png"))
     assert bad.code == 2 and "--timeline needs --problem" in bad.err
+
+
+# ---------------------------------------------------------------- run logs
+
+def test_profiles_next_to_the_logs_reconcile_the_candidate(tmp_path: Path) -> None:
+    """A hot NCCL call that launched no NCCL kernel in the recorded run is a fallback."""
+    logs = tmp_path / "logs"
+    shutil.copytree(LOGS, logs)
+    solution = tmp_path / "1_allreduce_cuda.py"
+    solution.write_text("import torch.distributed as dist\n"
+                        "def solution(x):\n    dist.all_reduce(x)\n    return x\n")
+    before = variants(run_json(tmp_path, problem="1", measured=LOGS, solution=solution),
+                      "1_allreduce")
+    assert before["cuda"]["mechanisms"] == ["nccl_payload"]
+    profile = {"schema": "pkbsim.runprofile/1", "rank": 0, "world_size": 4,
+               "variant": "candidate", "solution": None, "device": "cuda", "iterations": 10,
+               "torch_version": "2.11.0", "nccl_version": "2.28.9",
+               "kernels": [{"name": "copy", "per_call": 1.0, "gpu_us_per_call": 1.0}],
+               "nccl_kernels": [], "memcpy": [], "memset": [], "runtime": []}
+    for rank in range(4):
+        (logs / "problem_1_allreduce" / "cuda" / f"rank_{rank}_profile.json").write_text(
+            json.dumps({**profile, "rank": rank}))
+    after = variants(run_json(tmp_path, problem="1", measured=logs, solution=solution),
+                     "1_allreduce")
+    assert after["cuda"]["mechanisms"] == []
