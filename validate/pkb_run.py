@@ -33,6 +33,17 @@ Without --solution it times the reference. What it does follows PKB's ``run_loca
   We use the value PKB ends up with, so ``num_input_groups`` matches its logs.
 - Output, per rank, in --logs-dir: ``rank_<r>_perf.json`` (PKB's keys and types, indent 2) and
   ``rank_<r>.pt`` (this variant's output on trial 0's inputs, stored as PKB stores it).
+- Profile (--profile-iters N > 0, after timing): one untimed call, a synchronize and a barrier,
+  then N calls and a synchronize under ``torch.profiler`` (CPU, plus CUDA where there is a GPU).
+  ``rank_<r>_profile.json`` (schema ``pkbsim.runprofile/1``, read by pkbsim/pkb/run_profile.py)
+  says what ran per call: kernels and NCCL kernels (a name holding "nccl") with their GPU time,
+  memcpys by kind (the word after "Memcpy": PtoP, DtoD, HtoD, DtoH) with bytes where the
+  profiler gives them (else null), memsets, and the host's CUDA runtime and driver calls that
+  copy, set or launch (cudaMemcpy*, cuMemcpy*, cudaLaunchKernel*, cuLaunchKernel*,
+  cudaMemset*), and PyTorch's collective ops as the host called them (``c10d::*``,
+  ``_c10d_functional::*``: at W = 1 NCCL's all-reduce launches no kernel, so only these show
+  that it was called). ``per_call`` is a count over N. A profiler failure does not fail the
+  run: the file then holds ``error`` and empty lists. On CPU the device lists are empty.
 - Status, per rank: ``--status-dir/rank_<r>.json`` is rewritten at each phase (pid, phase,
   status running/ok/wrong/crash, error, time_s): the runner tells a wrong result from a crash
   by it, the first rank to crash from those that failed after it, and where each rank was when
@@ -50,6 +61,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -69,6 +81,11 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
           "float64": torch.float64}
 EXIT_CRASH, EXIT_WRONG = 1, 3
 ERROR_CHARS = 300
+PROFILE_SCHEMA = "pkbsim.runprofile/1"
+RUNTIME_PREFIXES = ("cudaMemcpy", "cuMemcpy", "cudaLaunchKernel", "cuLaunchKernel", "cudaMemset")
+COLLECTIVE_PREFIXES = ("c10d::", "_c10d_functional::")  # PyTorch's collective ops, on the host
+DEVICE_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+SKIPPED_ACTIVITIES = ("gpu_user_annotation", "cuda_sync", "cuda_event")  # kineto's names
 
 
 class WrongOutput(Exception):
@@ -252,6 +269,147 @@ def time_solution(fn: Callable[..., Any], args: tuple[Any, ...], cuda: bool, war
     return perf_record(per_iter, total, warmup_iters, groups, PKB_L2_BYTES, tensor_bytes)
 
 
+# --- profile -----------------------------------------------------------------------------------
+
+def profile_record(fn: Callable[..., Any], args: tuple[Any, ...], dev: torch.device,
+                   iters: int) -> dict[str, Any]:
+    """What ran in ``iters`` calls of ``fn``, per call (the fields after ``solution`` in
+    rank_<r>_profile.json); a profiler failure gives ``error`` and empty lists."""
+    cuda = dev.type == "cuda"
+    head: dict[str, Any] = {"device": dev.type, "iterations": iters,
+                            "torch_version": torch.__version__, "nccl_version": nccl_version(cuda)}
+    empty: dict[str, Any] = {"kernels": [], "nccl_kernels": [], "memcpy": [], "memset": [],
+                             "runtime": [], "collectives": []}
+    try:
+        events = profiled_events(fn, args, cuda, iters)
+        return {**head, **summarize_events(events, iters)}
+    except Exception as exc:  # the run's result stands without its profile
+        traceback.print_exc()
+        return {**head, **empty, "error": one_line(f"{type(exc).__name__}: {exc}")}
+
+
+def nccl_version(cuda: bool) -> str | None:
+    if not cuda:
+        return None
+    try:
+        version = torch.cuda.nccl.version()
+    except Exception:  # a build without NCCL
+        return None
+    return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+
+
+def profiled_events(fn: Callable[..., Any], args: tuple[Any, ...], cuda: bool, iters: int
+                    ) -> list[Any]:
+    """The profiler's events of ``iters`` calls, after one untimed call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    fn(*args)
+    sync()
+    dist.barrier()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(iters):
+            fn(*args)
+        sync()
+    return list(prof.events())
+
+
+def event_kind(event: Any) -> str | None:
+    """``kernel``, ``memcpy``, ``memset``, ``runtime``, ``collective`` or None (not recorded)
+    for one event.
+    A device event is told by the profiler's activity type where it is one of DEVICE_KINDS,
+    left out where it is an annotation or a sync (``nccl:all_reduce`` is the annotation around
+    the NCCL kernel, not a kernel), and told by its name otherwise."""
+    from torch.profiler import DeviceType
+
+    name = str(event.name)
+    if event.device_type == DeviceType.CPU:
+        if name.startswith(RUNTIME_PREFIXES):
+            return "runtime"
+        return "collective" if name.startswith(COLLECTIVE_PREFIXES) else None
+    if event.device_type != DeviceType.CUDA or getattr(event, "is_user_annotation", False):
+        return None
+    activity = getattr(event, "activity_type", None)
+    if activity in DEVICE_KINDS:
+        return DEVICE_KINDS[activity]
+    if activity in SKIPPED_ACTIVITIES:
+        return None
+    if name.startswith("Memcpy"):
+        return "memcpy"
+    return "memset" if name.startswith("Memset") else "kernel"
+
+
+def memcpy_kind(name: str) -> str:
+    """``PtoP`` of "Memcpy PtoP (Device -> Device)"; the name itself when it has no such word."""
+    words = name.split()
+    return words[1] if len(words) > 1 and words[0] == "Memcpy" else name
+
+
+def event_bytes(event: Any) -> int | None:
+    """Bytes a memcpy or memset moved, where the profiler's event gives them (its extra
+    metadata, its structured metadata, or its metadata JSON text); else None."""
+    extra = getattr(event, "extra_meta", None)
+    value = extra.get("bytes") if isinstance(extra, dict) else None
+    if value is None:
+        value = getattr(getattr(event, "event_metadata", None), "bytes", None)
+    if value is None:
+        with warnings.catch_warnings():  # deprecated in newer torch, the only one in older
+            warnings.simplefilter("ignore")
+            text = getattr(event, "metadata_json", None)
+        if isinstance(text, str) and text.strip():
+            try:
+                meta = json.loads("{" + text.strip().rstrip(",") + "}")
+            except ValueError:
+                meta = None
+            value = meta.get("bytes") if isinstance(meta, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def summarize_events(events: list[Any], iters: int) -> dict[str, Any]:
+    """The lists of rank_<r>_profile.json: per name (kind, for memcpys and memsets) the count
+    per call, GPU µs per call, and bytes per call where every event of the kind has them."""
+    groups: dict[str, dict[str, dict[str, Any]]] = {
+        "kernels": {}, "nccl_kernels": {}, "memcpy": {}, "memset": {}, "runtime": {},
+        "collectives": {}}
+    for event in events:
+        kind = event_kind(event)
+        if kind is None:
+            continue
+        name = str(event.name)
+        if kind == "kernel":
+            where, key = ("nccl_kernels" if "nccl" in name.lower() else "kernels"), name
+        elif kind == "memcpy":
+            where, key = "memcpy", memcpy_kind(name)
+        elif kind == "memset":
+            where, key = "memset", "memset"
+        else:
+            where, key = ("runtime" if kind == "runtime" else "collectives"), name
+        entry = groups[where].setdefault(key, {"count": 0, "us": 0.0, "bytes": 0})
+        entry["count"] += 1
+        entry["us"] += float(event.time_range.end - event.time_range.start)
+        if kind in ("memcpy", "memset") and entry["bytes"] is not None:
+            moved = event_bytes(event)
+            entry["bytes"] = None if moved is None else entry["bytes"] + moved
+    out: dict[str, Any] = {}
+    for where, entries in groups.items():
+        label = "kind" if where in ("memcpy", "memset") else "name"
+        rows = []
+        for key, entry in sorted(entries.items(), key=lambda kv: (-kv[1]["count"], kv[0])):
+            row: dict[str, Any] = {label: key, "per_call": entry["count"] / iters}
+            if where not in ("runtime", "collectives"):
+                row["gpu_us_per_call"] = entry["us"] / iters
+            if where == "memcpy":
+                row["bytes_per_call"] = (None if entry["bytes"] is None
+                                         else entry["bytes"] / iters)
+            rows.append(row)
+        out[where] = rows
+    return out
+
+
 # --- the run -----------------------------------------------------------------------------------
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -271,6 +429,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rtol", type=float, default=1e-2)
     parser.add_argument("--warmup-iters", type=int, default=500)
     parser.add_argument("--iters", type=int, default=100)
+    parser.add_argument("--profile-iters", type=int, default=0,
+                        help="calls profiled after timing into rank_<r>_profile.json (0: none)")
     return parser.parse_args(argv)
 
 
@@ -362,6 +522,12 @@ def run(args: argparse.Namespace, status: Status, rank: int, world_size: int,
     record = time_solution(candidate, make_inputs(0), dev.type == "cuda", args.warmup_iters,
                            args.iters, per_iter)
     (logs / f"rank_{rank}_perf.json").write_text(json.dumps(record, indent=2))
+    if args.profile_iters > 0:
+        status.update(phase="profile")
+        profile = profile_record(candidate, make_inputs(0), dev, args.profile_iters)
+        profile = {"schema": PROFILE_SCHEMA, "rank": rank, "world_size": world_size,
+                   "variant": status.state["variant"], "solution": args.solution, **profile}
+        (logs / f"rank_{rank}_profile.json").write_text(json.dumps(profile, indent=1))
     status.update(phase="finish")
     dist.barrier()
     return per_iter

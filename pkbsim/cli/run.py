@@ -34,14 +34,20 @@ def run_command(
         "seconds", "Seconds each variant may run; past it, a hang: its processes are killed.")]
         = 600.0,
     device: Annotated[str, typer.Option(help="cuda (NCCL) or cpu (gloo).")] = "cuda",
+    profile_iters: Annotated[int, typer.Option(
+        "--profile-iters", help="Calls profiled after timing, into "
+        "rank_<r>_profile.json (kernels, NCCL kernels, memcpys, CUDA runtime calls per call); "
+        "0: none.")] = 10,
 ) -> None:
     """Check a candidate against PKB's reference and time both, each under torchrun with PKB's
     convention (5 trials, atol = rtol = 1e-2; 500 warm-up and 100 timed iterations); reports
-    crash, hang, wrong output and time per rank."""
+    crash, hang, wrong output and time per rank; then profiles --profile-iters calls of each
+    to record which kernels, NCCL kernels and memcpys ran."""
     from pkbsim.pkb import runner
     from pkbsim.report.run_report import result_table
 
-    options = runner.RunOptions(world_size=world_size, device=device, timeout_s=timeout)
+    options = runner.RunOptions(world_size=world_size, device=device, timeout_s=timeout,
+                                profile_iters=profile_iters)
 
     def started(backend: str, console: Path) -> None:
         sys.stderr.write(f"pkbsim run: {backend} (log {console})\n")

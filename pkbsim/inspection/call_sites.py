@@ -46,7 +46,7 @@ from pkbsim.inspection.python_model import (
 )
 
 CALL_KINDS = ("nccl_payload", "nccl_metadata", "copy_engine", "rendezvous")
-TAINT_ROUNDS = 4
+TAINT_ROUNDS = 10  # rounds until nothing changes; chains through caches need several
 LITERAL_TENSOR = {"tensor", "as_tensor", "LongTensor", "IntTensor", "FloatTensor"}
 
 
@@ -121,20 +121,25 @@ def _classify(py: PythonModel, peers: PeerTaint, call: ast.Call, region: Region
 
 
 def _slice_copy(peers: PeerTaint, node: ast.Assign, fn: Function | None) -> bool:
-    """``dst[...] = peer_tensor`` or ``peer_tensor[...] = src``: a plain copy (no arithmetic)."""
+    """``dst[...] = peer_tensor`` or ``peer_tensor[...] = src``: a plain copy (no arithmetic)
+    into or out of a tensor (a store into a Python list or dict is not a copy)."""
     if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
         return False
     if not isinstance(node.value, ast.Name | ast.Subscript | ast.Attribute | ast.Call):
         return False
     if isinstance(node.value, ast.Call) and last_name(node.value.func) not in (
-            "view", "reshape", "view_as", "flatten", "contiguous", "get_buffer"):
+            "view", "reshape", "view_as", "flatten", "contiguous", "get_buffer") and not \
+            peers.py.callees(node.value, fn):
         return False
     target = node.targets[0]
-    sliced = any(isinstance(n, ast.Slice) or (isinstance(n, ast.Constant) and n.value is ...)
-                 for n in ast.walk(target.slice))
-    buffers = _has_get_buffer(target.value) or _has_get_buffer(node.value)
-    if not (sliced or buffers):
-        return False  # d[key] = ptrs: a dict or list store, not a tensor copy
+    base = target.value
+    while isinstance(base, ast.Subscript | ast.Attribute) and not (
+            isinstance(base, ast.Attribute) and last_name(base.value) in ("self", "cls")):
+        base = base.value
+    if isinstance(base, ast.Name) and peers._container(base.id, fn):
+        return False
+    if isinstance(base, ast.Attribute) and peers.attrs.get(base.attr) == TABLE:
+        return False
     return peers.reads(target.value, fn) or peers.reads(node.value, fn)
 
 
@@ -213,6 +218,7 @@ class PeerTaint:
         self.returns: dict[Function, int] = {}
         self.return_parts: dict[Function, dict[object, int]] = {}
         self.passes: set[Function] = set()
+        self.assigned = _holders(py.tree)
         self.ignoring: tuple[Function, set[str]] | None = None
         for _ in range(TAINT_ROUNDS):
             if not self._round():
@@ -235,8 +241,8 @@ class PeerTaint:
                 return NONE  # ptrs[rank]: this GPU's own buffer (a peer's row: still a peer)
             return PEER
         if isinstance(node, ast.Name):
-            if _peer_name(node.id) and node.id not in self.py.classes:
-                return PEER
+            if _peer_name(node.id) and node.id not in self.assigned:
+                return PEER  # a parameter or free name saying peer; bound names say by value
             if self.ignoring is not None and self.ignoring[0] is fn and \
                     node.id in self.ignoring[1]:
                 return NONE  # a parameter, while reading what a function returns by itself
@@ -253,7 +259,9 @@ class PeerTaint:
             key = node.attr if owner in ("self", "cls") else f"{owner}.{node.attr}"
             if key in self.attrs:
                 return self.attrs[key]
-            if _peer_name(node.attr):
+            if node.attr in self.attrs:  # t.ptrs of an object whose class sets self.ptrs
+                return self.attrs[node.attr]
+            if _peer_name(node.attr) and node.attr not in self.assigned:
                 return PEER
             return self.kind(node.value, fn)
         if isinstance(node, ast.Call):
@@ -386,6 +394,10 @@ class PeerTaint:
                 self.attrs[key_a] = whole
                 return True
             return False
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute):
+            if whole == NONE or not self._container_attr(target.value.attr):
+                return False  # X.remote[r] = peer pointer: a table held by an object
+            return self._bind(target.value, None, TABLE, fn)
         if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             const = _const_key(target.slice)
             if const is not None:  # _cache["ptrs"] = ...
@@ -403,19 +415,27 @@ class PeerTaint:
         """Is ``name`` a Python list or dict here (``[]``, ``{}``, ``[None] * n``, dict())?"""
         scope: ast.AST = self.py.tree if self._scope(name, fn) == 0 or fn is None else fn
         for node in ast.walk(scope):
-            if isinstance(node, ast.Assign) and name in [n for t in node.targets
-                                                         for n in _bound(t)]:
-                value = node.value
-                if isinstance(value, ast.BinOp):
-                    value = value.left
-                if isinstance(value, ast.List | ast.Dict | ast.ListComp | ast.DictComp) or (
-                        isinstance(value, ast.Call) and last_name(value.func) in (
-                            "dict", "list", "OrderedDict", "defaultdict")):
-                    return True
+            if isinstance(node, ast.Assign) and _container_value(node.value) and name in [
+                    n for t in node.targets for n in _bound(t)]:
+                return True
         return False
 
+    def _container_attr(self, attr: str) -> bool:
+        return any(isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr == attr for t in n.targets)
+            and _container_value(n.value) for n in ast.walk(self.py.tree))
+
     def _update(self, call: ast.Call, fn: Function | None) -> bool:
-        """``_cache.update(buf=b, ptrs=p)``: keyed elements."""
+        """``_cache.update(buf=b, ptrs=p)``: keyed elements; ``ptrs.append(peer)``: a table;
+        ``cudaIpcOpenMemHandle(ctypes.byref(p), ...)``: p is a peer pointer."""
+        if last_name(call.func) in PEER_ROOT_CALLS:
+            outs = [a.args[0] for a in call.args if isinstance(a, ast.Call) and last_name(
+                a.func) in ("byref", "pointer", "addressof") and a.args]
+            return any([self._bind(o, None, PEER, fn) for o in outs])
+        if isinstance(call.func, ast.Attribute) and call.func.attr in (
+                "append", "extend", "insert", "add") and call.args:
+            kind = max(self.kind(a, fn) for a in call.args)
+            return self._bind(call.func.value, None, TABLE, fn) if kind else False
         if not (isinstance(call.func, ast.Attribute) and call.func.attr == "update"
                 and isinstance(call.func.value, ast.Name) and call.keywords):
             return False
@@ -469,6 +489,41 @@ class PeerTaint:
                     self.own.setdefault(id(callee), set()).add(param)
                     changed = True
         return changed
+
+
+def _container_value(value: ast.AST) -> bool:
+    """A Python list or dict: ``[]``, ``{}``, ``[None] * n``, ``dict()``, a comprehension."""
+    if isinstance(value, ast.BinOp):
+        value = value.left
+    return isinstance(value, ast.List | ast.Dict | ast.ListComp | ast.DictComp) or (
+        isinstance(value, ast.Call) and last_name(value.func) in (
+            "dict", "list", "OrderedDict", "defaultdict"))
+
+
+def _holders(tree: ast.Module) -> set[str]:
+    """Names and attributes whose name says nothing of their value: cache holders (assigned
+    None, a tuple or an empty container somewhere, like ``_peers = None``), functions, classes
+    and imports. Other names saying peer or remote (``self.remote = dict(ptrs)``, a
+    ``peer_ptr`` parameter) are taken at their word."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and (
+                (_container_value(node.value) and not _filled(node.value))
+                or isinstance(node.value, ast.Tuple)
+                or (isinstance(node.value, ast.Constant) and node.value.value is None)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out |= {last_name(t) for t in targets if last_name(t)}
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.alias):
+            out.add((node.asname or node.name).split(".")[0])
+    return out
+
+
+def _filled(value: ast.AST) -> bool:
+    return (isinstance(value, ast.List | ast.Set) and bool(value.elts)) or (
+        isinstance(value, ast.Dict) and bool(value.keys)) or (
+        isinstance(value, ast.Call) and bool(value.args or value.keywords))
 
 
 def _bound(target: ast.AST) -> list[str]:

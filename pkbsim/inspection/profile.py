@@ -62,6 +62,11 @@ TENSOR_SAME = {"contiguous", "clone", "detach", "view", "reshape", "flatten", "v
 TENSOR_LIKE = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like"}
 TENSOR_NEW = {"empty", "zeros", "ones", "full", "rand", "randn", "empty_strided"}
 MAX_DEPTH = 12
+MATH_CONSTANTS = {"math.inf": math.inf, "math.nan": math.nan, "math.pi": math.pi,
+                  "math.e": math.e, "torch.inf": math.inf, "numpy.inf": math.inf}
+TENSOR_OPS = {"matmul", "mm", "bmm", "addmm", "linear", "cat", "stack", "add", "sub", "mul",
+              "div", "relu", "gelu", "silu", "softmax", "log_softmax", "layer_norm",
+              "rms_norm", "where", "einsum", "abs", "neg", "exp", "tanh", "sigmoid"}
 
 
 class _Marker:
@@ -338,13 +343,14 @@ class Evaluator:
             return UNKNOWN
         self._active.add(key)
         try:
-            values = [self._assigned(node, target, scope, depth)
-                      for node, target in self._assigns.get(key[0], {}).get(name, [])]
+            values = []
+            for node, target in self._assigns.get(key[0], {}).get(name, []):
+                found = self._assigned(node, target, scope, depth)
+                if found is UNKNOWN and _reads(node, name):
+                    continue  # x = x.contiguous(): the other assignments decide
+                values.append(found)
             if scope is not None and name in _params(scope):
                 values.append(self._param(scope, name, depth))
-            if any(isinstance(v, Tensor) for v in values) and all(
-                    isinstance(v, Tensor) or v is UNKNOWN for v in values):
-                values = [v for v in values if v is not UNKNOWN]  # x = x.contiguous()
             result = join(values)
         finally:
             self._active.discard(key)
@@ -434,6 +440,8 @@ class Evaluator:
             name = DTYPE_ALIASES.get(dotted[6:], dotted[6:])
             if name in ITEMSIZE:
                 return DType(name)
+        if dotted in MATH_CONSTANTS:
+            return Const(MATH_CONSTANTS[dotted])
         if isinstance(e.value, ast.Name) and e.value.id in ("self", "cls"):
             found = self._self_attribute(e.attr, fn, d)
             if found is not UNKNOWN:
@@ -462,6 +470,8 @@ class Evaluator:
                 return Const("cuda-device")
             if e.attr in ("T", "mT", "data", "real"):
                 return Tensor(base.dtype, None)
+        if isinstance(base, Module):
+            return Module(f"{base.dotted}.{e.attr}")  # tl.bfloat16: some library object
         if isinstance(base, Const) and base.value == "cuda-device" and e.attr == "type":
             return Const("cuda")
         if isinstance(base, DType) and e.attr == "itemsize":
@@ -508,6 +518,11 @@ class Evaluator:
             return self._builtin(dotted, e, fn, d)
         if dotted.startswith("torch.") and short in TENSOR_NEW | TENSOR_LIKE:
             return self._new_tensor(short, e, fn, d)
+        if dotted.startswith("torch.") and short in TENSOR_OPS:  # torch.matmul(a, b)
+            tensors = [v for v in (self.value(a, fn, d) for a in e.args[:2])
+                       if isinstance(v, Tensor)]
+            dtypes = {t.dtype for t in tensors}
+            return Tensor(dtypes.pop(), None) if len(dtypes) == 1 else UNKNOWN
         if not isinstance(e.func, ast.Attribute):
             return UNKNOWN
         base = self.value(e.func.value, fn, d)
@@ -643,6 +658,10 @@ class Evaluator:
 
     def _binop(self, e: ast.BinOp, fn: Function | None, d: int) -> Value:
         left, right = self.value(e.left, fn, d), self.value(e.right, fn, d)
+        if isinstance(left, Tensor) or isinstance(right, Tensor):  # a @ b, x * 2
+            dtypes = {v.dtype for v in (left, right) if isinstance(v, Tensor)}
+            scalar = all(isinstance(v, Tensor | Const) for v in (left, right))
+            return Tensor(dtypes.pop(), None) if len(dtypes) == 1 and scalar else UNKNOWN
         if isinstance(left, Pointer) and isinstance(right, Const) and isinstance(
                 right.value, int) and right.value > 0:
             if isinstance(e.op, ast.Mod) and ALLOCATION_ALIGN_BYTES % right.value == 0:
@@ -719,6 +738,12 @@ def _boolop(e: ast.BoolOp, verdicts: list[Verdict]) -> Value:
     for v in verdicts:
         result = _and(result, v) if isinstance(e.op, ast.And) else _or(result, v)
     return Const(result) if isinstance(result, bool) else result
+
+
+def _reads(node: ast.AST, name: str) -> bool:
+    value = getattr(node, "value", None)
+    return value is not None and any(isinstance(n, ast.Name) and n.id == name
+                                     for n in ast.walk(value))
 
 
 def _globals(fn: Function) -> set[str]:

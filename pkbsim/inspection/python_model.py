@@ -181,6 +181,8 @@ class PythonModel:
         func = call.func
         if isinstance(func, ast.Name):
             cls = self.classes.get(func.id)
+            if cls is None and func.id == "cls" and fn is not None:  # cls(...) in a classmethod
+                cls = self.class_of(fn)
             if cls is not None:
                 return _methods(cls, "__init__")
             if func.id in self.instances:

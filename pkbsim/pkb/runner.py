@@ -5,10 +5,18 @@ Each variant is one child process, in its own process group, with a time limit:
     python -m torch.distributed.run --standalone --nproc-per-node W validate/pkb_run.py ...
 
 ``validate/pkb_run.py`` checks the candidate against the reference (5 trials, atol = rtol =
-1e-2) and times it with PKB's convention. Files, under OUT:
+1e-2), times it with PKB's convention, then profiles ``profile_iters`` more calls (0: none).
+Files, under OUT:
 
     logs/problem_<stem>/<backend>/rank_<r>_perf.json, rank_<r>.pt   PKB's layout and format
+    logs/problem_<stem>/<backend>/rank_<r>_profile.json             what ran per call (below)
     runs/problem_<stem>/<backend>/console.log, rank_<r>.json         console; each rank's status
+
+``rank_<r>_profile.json`` (``pkbsim.runprofile/1``, read by :mod:`pkbsim.pkb.run_profile`) is
+what torch's profiler saw in those calls: kernels, NCCL kernels, memcpys by kind (PtoP, DtoD,
+HtoD, DtoH) and memsets, each per call with its GPU time, and the host's CUDA runtime and
+driver calls that copy, set or launch. On CPU its device lists are empty; a profiler failure
+leaves ``error`` in it and does not fail the variant.
 
 ``backend`` is ``reference`` for the reference and, for the candidate, the suffix of a
 solution named PKB's way (``<stem>_<backend>.py``), else ``candidate``. Statuses: ``ok``;
@@ -77,6 +85,7 @@ class RunOptions:
     rows: int = 1024  # PKB's --m, --n and --dtype
     cols: int = 1024
     dtype: str = "bfloat16"
+    profile_iters: int = 10  # calls profiled after timing (rank_<r>_profile.json); 0: none
 
 
 @dataclass(frozen=True)
@@ -189,7 +198,7 @@ def check_options(options: RunOptions) -> None:
     if o.dtype not in DTYPES:
         raise UsageError(f"dtype {o.dtype!r}: expected one of {', '.join(DTYPES)}")
     counts = {"trials": (o.trials, 1), "iters": (o.iters, 1), "warmup_iters": (o.warmup_iters, 0),
-              "rows": (o.rows, 1), "cols": (o.cols, 1)}
+              "rows": (o.rows, 1), "cols": (o.cols, 1), "profile_iters": (o.profile_iters, 0)}
     for name, (value, least) in counts.items():
         if value < least:
             raise UsageError(f"{name} {value}: expected {least} or more")
@@ -283,7 +292,8 @@ def child_command(problem: Problem, solution: Path | None, logs_dir: Path, run_d
             "--logs-dir", str(logs_dir), "--status-dir", str(run_dir), "--device", o.device,
             "--rows", str(o.rows), "--cols", str(o.cols), "--dtype", o.dtype,
             "--trials", str(o.trials), "--atol", repr(o.atol), "--rtol", repr(o.rtol),
-            "--warmup-iters", str(o.warmup_iters), "--iters", str(o.iters)]
+            "--warmup-iters", str(o.warmup_iters), "--iters", str(o.iters),
+            "--profile-iters", str(o.profile_iters)]
 
 
 def run_variant(problem: Problem, solution: Path | None, backend: str, out: Path,
@@ -292,7 +302,8 @@ def run_variant(problem: Problem, solution: Path | None, backend: str, out: Path
     """One torchrun child: the reference (``solution`` None) or the candidate. Files of an
     earlier run of the same problem and backend are replaced."""
     logs_dir, run_dir = variant_dirs(out, problem.stem, backend)
-    for folder, patterns in ((logs_dir, ("rank_*_perf.json", "rank_*.pt")),
+    for folder, patterns in ((logs_dir, ("rank_*_perf.json", "rank_*_profile.json",
+                                         "rank_*.pt")),
                              (run_dir, ("rank_*.json",))):
         folder.mkdir(parents=True, exist_ok=True)
         for pattern in patterns:

@@ -16,6 +16,7 @@ HEAD = "import torch\nimport torch.distributed as dist\n"
 
 def profile(nccl: float = 0.0, memcpy: dict[str, float] | None = None,
             runtime: dict[str, float] | None = None, error: str | None = None,
+            collectives: dict[str, float] | None = None,
             problem: str | None = "1_allreduce", backend: str | None = "cuda",
             solution: str | None = None, iterations: int = 10) -> RunProfile:
     return RunProfile(
@@ -25,7 +26,8 @@ def profile(nccl: float = 0.0, memcpy: dict[str, float] | None = None,
         nccl_kernels=(ProfiledOp("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", nccl, 5.0),)
         if nccl else (),
         memcpy=tuple(ProfiledOp(k, v, 1.0) for k, v in (memcpy or {}).items()), memset=(),
-        runtime=tuple(ProfiledOp(k, v) for k, v in (runtime or {}).items()), error=error)
+        runtime=tuple(ProfiledOp(k, v) for k, v in (runtime or {}).items()), error=error,
+        collectives=tuple(ProfiledOp(k, v) for k, v in (collectives or {}).items()))
 
 
 UNKNOWN_NCCL = HEAD + textwrap.dedent("""\
@@ -43,9 +45,36 @@ def test_hot_nccl_that_launched_nothing_is_a_fallback() -> None:
     done = reconcile(row, [profile(nccl=0.0)])
     [site] = done.call_sites
     assert (site.path, site.source) == ("fallback", "profiler")
-    assert site.condition.startswith("no NCCL kernel ran (profiler, 10 call(s) of ")
+    assert site.condition.startswith("no NCCL kernel and no collective op ran (profiler, 10 ")
     assert "nccl_payload" not in done.mechanisms and done.nccl_on_hot_path == ()
-    assert any("are fallbacks" in n for n in done.notes)
+    assert any("did not run" in n for n in done.notes)
+    # the host's collective op says NCCL ran (at W = 1 it launches no kernel)
+    kept = reconcile(row, [profile(collectives={"c10d::allreduce_": 1.0})])
+    assert kept.call_sites[0].path == "hot" and "nccl_payload" in kept.mechanisms
+    # another collective ran, not this one
+    other = reconcile(row, [profile(collectives={"c10d::_allgather_base_": 1.0})])
+    added, mine = other.call_sites  # the all-gather no call site accounts for, first (line 0)
+    assert (added.line, added.path, mine.path) == (0, "hot", "fallback")
+    assert mine.condition.startswith("only c10d::_allgather_base_ 1 per call ran")
+
+
+def test_an_except_fallback_that_ran_every_call_is_hot() -> None:
+    code = HEAD + textwrap.dedent("""\
+        def solution(x):
+            try:
+                return torch.ops.mine.all_reduce(x)
+            except RuntimeError:
+                dist.all_reduce(x)
+                return x
+    """)
+    row = inspect_source(code, "s.py", Profile(world_size=1))
+    assert row.call_sites[0].path == "fallback" and "nccl_payload" not in row.mechanisms
+    done = reconcile(row, [profile(collectives={"c10d::allreduce_": 1.0})])
+    site = done.call_sites[0]
+    assert (site.path, site.source) == ("hot", "profiler")
+    assert site.condition.startswith("ran on every call: c10d::allreduce_ 1 per call")
+    assert "the inspection said fallback: `except RuntimeError`" in site.condition
+    assert done.mechanisms == ("nccl_payload",) and done.nccl_on_hot_path == ("all_reduce",)
 
 
 def test_nccl_kernels_confirm_an_undecided_site() -> None:
@@ -54,6 +83,10 @@ def test_nccl_kernels_confirm_an_undecided_site() -> None:
     done = reconcile(row, [profile(nccl=1.0)])
     assert done.call_sites[0].path == "hot" and done.call_sites[0].source == "profiler"
     assert "nccl_payload" in done.mechanisms
+    # NCCL that no call site accounts for is added from the profiler
+    bare = inspect_source(HEAD + "def solution(x):\n    return x\n", "s.py")
+    [added] = reconcile(bare, [profile(collectives={"c10d::allreduce_": 1.0})]).call_sites
+    assert (added.line, added.kind, added.path) == (0, "nccl_payload", "hot")
     assert done.evidence["nccl_payload"][0][0] == row.call_sites[0].line
 
 
@@ -124,7 +157,7 @@ def test_cli_run_log(cli, tmp_path: Path) -> None:
     assert data["mechanisms"] == [] and data["call_sites"][0]["path"] == "fallback"
     assert data["call_sites"][0]["source"] == "profiler"
     table = cli("inspect", str(solution), "--run-log", str(tmp_path / "run"))
-    assert "no NCCL kernel ran" in table.out
+    assert "no NCCL kernel and no collective op ran" in table.out
 
 
 def test_cli_run_log_errors(cli, tmp_path: Path) -> None:
@@ -137,3 +170,39 @@ def test_cli_run_log_errors(cli, tmp_path: Path) -> None:
     assert str(bad) in result.err and len(result.err.strip().splitlines()) == 1
     missing = cli("inspect", str(solution), "--run-log", str(tmp_path / "nothing"))
     assert missing.code == 2 and "nothing" in missing.err
+
+
+# --- profiles recorded on an H200 (docs/measurements/pkb_run_profile_h200_w1/) ---------------
+
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "run_profiles"
+CANDIDATES = Path(__file__).resolve().parents[2] / "docs" / "measurements" / \
+    "pkb_run_profile_h200_w1"
+
+
+def test_recorded_h200_profiles_reconcile_the_four_candidates(cli, tmp_path: Path) -> None:
+    """At W = 1 NCCL launches no kernel: its host op says it ran. The except-fallback
+    candidate took its fallback on every call; the dtype fallback never ran; the peer copy
+    within one GPU is named by its API call."""
+    for backend in ("nccl", "dtype_fallback", "memcpy_peer", "except_fallback"):
+        (tmp_path / f"1_allreduce_{backend}.py").write_text(
+            (CANDIDATES / f"cand_{backend}.py").read_text())
+    static = json.loads(cli("inspect", str(tmp_path), "-w", "1", "--format", "json").out)
+    result = cli("inspect", str(tmp_path), "-w", "1", "--format", "json", "--run-log",
+                 str(RECORDED))
+    assert result.code == 0, result.err
+    before = {Path(f["file"]).stem: f for f in static["files"]}
+    after = {Path(f["file"]).stem: f for f in json.loads(result.out)["files"]}
+
+    def paths(files: dict, stem: str) -> list[tuple[str, str, str]]:
+        return [(s["kind"], s["path"], s["source"]) for s in files[f"1_allreduce_{stem}"][
+            "call_sites"]]
+
+    assert paths(before, "except_fallback") == [("nccl_payload", "fallback", "static")]
+    assert paths(after, "except_fallback") == [("nccl_payload", "hot", "profiler")]
+    assert after["1_allreduce_except_fallback"]["mechanisms"] == ["nccl_payload"]
+    for stem, expected in (("nccl", [("nccl_payload", "hot", "static")]),
+                           ("dtype_fallback", [("nccl_payload", "fallback", "static")]),
+                           ("memcpy_peer", [("copy_engine", "hot", "static")])):
+        assert paths(before, stem) == paths(after, stem) == expected, stem
+    assert after["1_allreduce_dtype_fallback"]["mechanisms"] == []
+    assert after["1_allreduce_memcpy_peer"]["mechanisms"] == ["copy_engine"]

@@ -20,6 +20,7 @@ from pkbsim import processes
 from pkbsim.cli import run as run_cmd
 from pkbsim.errors import UsageError
 from pkbsim.pkb import runner as pkb_runner
+from pkbsim.pkb.run_profile import load_run_profiles
 from pkbsim.pkb.runner import (
     PkbError,
     RankTime,
@@ -28,6 +29,7 @@ from pkbsim.pkb.runner import (
     VariantResult,
     candidate_backend,
     check_options,
+    child_command,
     classify,
     find_problem,
     read_perf,
@@ -95,16 +97,29 @@ def test_run_command_times_both_in_pkbs_format(tmp_path: Path,
     stale = out / "logs" / f"problem_{STEM}" / "ok" / "rank_5_perf.json"
     stale.parent.mkdir(parents=True)
     stale.write_text("{}")  # an earlier run at a larger world size
+    stale_profile = stale.with_name("rank_5_profile.json")
+    stale_profile.write_text("{}")
     run_cmd.run_command(TINY, "1", SOLUTIONS / f"{STEM}_ok.py", None, out, 120.0, "cpu")
     text = capsys.readouterr()
     assert "pkbsim run: reference" in text.err and "pkbsim run: ok" in text.err
     assert f"Problem {STEM}" in text.out and "2 ranks, device cpu" in text.out
     assert "Speedup (reference / candidate, slowest ranks)" in text.out
-    assert not stale.exists()
+    assert not stale.exists() and not stale_profile.exists()
     for backend in ("reference", "ok"):
         folder = out / "logs" / f"problem_{STEM}" / backend
         assert sorted(p.name for p in folder.iterdir()) == [
-            "rank_0.pt", "rank_0_perf.json", "rank_1.pt", "rank_1_perf.json"]
+            "rank_0.pt", "rank_0_perf.json", "rank_0_profile.json", "rank_1.pt",
+            "rank_1_perf.json", "rank_1_profile.json"]
+        # 10 calls profiled (the default) on gloo: no GPU events; the host's collective op
+        profiles = load_run_profiles(folder)
+        assert [(p.rank, p.world_size, p.backend, p.problem) for p in profiles] == [
+            (0, 2, backend, STEM), (1, 2, backend, STEM)]
+        collective = "c10d::allreduce_" if backend == "reference" else "c10d::allgather_"
+        for p in profiles:
+            assert (p.device, p.iterations, p.error, p.nccl_version) == ("cpu", 10, None, None)
+            assert p.variant == ("reference" if backend == "reference" else "candidate")
+            assert (p.kernels, p.nccl_kernels, p.memcpy, p.memset, p.runtime) == ((),) * 5
+            assert p.collectives_per_call(collective) == 1.0
         for rank in (0, 1):
             perf = json.loads((folder / f"rank_{rank}_perf.json").read_text())
             assert list(perf) == list(PERF_KEYS)
@@ -184,7 +199,12 @@ def test_run_command_fails_with_the_table(tmp_path: Path, monkeypatch: pytest.Mo
     with pytest.raises(SystemExit) as info:
         run_cmd.run_command(TINY, "1", SOLUTIONS / f"{STEM}_ok.py", 4, tmp_path, 30.0, "cuda")
     assert info.value.code == 1
-    assert seen == [RunOptions(world_size=4, device="cuda", timeout_s=30.0)]
+    with pytest.raises(SystemExit):
+        run_cmd.run_command(TINY, "1", SOLUTIONS / f"{STEM}_ok.py", None, tmp_path, 30.0, "cpu",
+                            profile_iters=0)
+    assert seen == [RunOptions(world_size=4, device="cuda", timeout_s=30.0),
+                    RunOptions(device="cpu", timeout_s=30.0, profile_iters=0)]
+    assert RunOptions().profile_iters == 10
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()
             if line.startswith(("reference ", "candidate "))}
     cells = [cell.strip() for cell in rows["reference"].split("│")]
@@ -250,10 +270,16 @@ def test_bad_options_and_files(tmp_path: Path) -> None:
                           (RunOptions(timeout_s=float("inf")), "--timeout inf"),
                           (RunOptions(iters=0), "iters 0"),
                           (RunOptions(warmup_iters=-1), "warmup_iters -1"),
-                          (RunOptions(dtype="int8"), "dtype 'int8'")):
+                          (RunOptions(dtype="int8"), "dtype 'int8'"),
+                          (RunOptions(profile_iters=-1), "profile_iters -1")):
         with pytest.raises(UsageError, match=text.replace("(", r"\(")):
             check_options(options)
-    check_options(RunOptions(warmup_iters=0))
+    check_options(RunOptions(warmup_iters=0, profile_iters=0))
+    problem = find_problem(TINY, "1")
+    for iters in (0, 7):
+        cmd = child_command(problem, None, tmp_path, tmp_path, RunOptions(profile_iters=iters),
+                            SCRIPT)
+        assert cmd[cmd.index("--profile-iters") + 1] == str(iters)
     with pytest.raises(PkbError, match="no such file"):
         pkb_runner.run_problem(TINY, "1", tmp_path / "missing.py", tmp_path)
     with pytest.raises(PkbError, match="no such script"):
