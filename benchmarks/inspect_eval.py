@@ -194,10 +194,14 @@ def main(argv: list[str] | None = None) -> int:
         raise fail(f"{args.folder}: not a folder")
     if args.labels is not None:
         cases = labelled(args.folder, args.labels)
-        source = f"labels {args.labels.name}"
+        labels = args.labels.resolve()
+        source = "labels " + (str(labels.relative_to(ROOT)) if labels.is_relative_to(ROOT)
+                              else labels.name)
     else:
         cases = [annotated(p) for p in sorted(args.folder.glob("*.py"))]
-        source = "annotated files"
+        folder = args.folder.resolve()
+        source = "annotated files in " + (str(folder.relative_to(ROOT)) if folder.is_relative_to(
+            ROOT) else folder.name)
     if not cases:
         raise fail(f"{args.folder}: no solution files")
     text = report(cases, source)

@@ -218,7 +218,8 @@ class PeerTaint:
         self.returns: dict[Function, int] = {}
         self.return_parts: dict[Function, dict[object, int]] = {}
         self.passes: set[Function] = set()
-        self.assigned = _holders(py.tree)
+        self.assigned = _holders(py.all_nodes)
+        self._containers: dict[tuple[str, int], bool] = {}
         self.ignoring: tuple[Function, set[str]] | None = None
         for _ in range(TAINT_ROUNDS):
             if not self._round():
@@ -336,7 +337,7 @@ class PeerTaint:
 
     def _round(self) -> bool:
         changed = False
-        for node in ast.walk(self.py.tree):
+        for node in self.py.all_nodes:
             fn = self.py.scope_of(node)
             targets: list[ast.AST] = []
             value: ast.AST | None = None
@@ -413,8 +414,14 @@ class PeerTaint:
 
     def _container(self, name: str, fn: Function | None) -> bool:
         """Is ``name`` a Python list or dict here (``[]``, ``{}``, ``[None] * n``, dict())?"""
-        scope: ast.AST = self.py.tree if self._scope(name, fn) == 0 or fn is None else fn
-        for node in ast.walk(scope):
+        key = (name, self._scope(name, fn))
+        if key not in self._containers:
+            self._containers[key] = self._is_container(name, fn)
+        return self._containers[key]
+
+    def _is_container(self, name: str, fn: Function | None) -> bool:
+        nodes = self.py.all_nodes if self._scope(name, fn) == 0 or fn is None else ast.walk(fn)
+        for node in nodes:
             if isinstance(node, ast.Assign) and _container_value(node.value) and name in [
                     n for t in node.targets for n in _bound(t)]:
                 return True
@@ -423,7 +430,7 @@ class PeerTaint:
     def _container_attr(self, attr: str) -> bool:
         return any(isinstance(n, ast.Assign) and any(
             isinstance(t, ast.Attribute) and t.attr == attr for t in n.targets)
-            and _container_value(n.value) for n in ast.walk(self.py.tree))
+            and _container_value(n.value) for n in self.py.all_nodes)
 
     def _update(self, call: ast.Call, fn: Function | None) -> bool:
         """``_cache.update(buf=b, ptrs=p)``: keyed elements; ``ptrs.append(peer)``: a table;
@@ -500,13 +507,13 @@ def _container_value(value: ast.AST) -> bool:
             "dict", "list", "OrderedDict", "defaultdict"))
 
 
-def _holders(tree: ast.Module) -> set[str]:
+def _holders(nodes: list[ast.AST]) -> set[str]:
     """Names and attributes whose name says nothing of their value: cache holders (assigned
     None, a tuple or an empty container somewhere, like ``_peers = None``), functions, classes
     and imports. Other names saying peer or remote (``self.remote = dict(ptrs)``, a
     ``peer_ptr`` parameter) are taken at their word."""
     out: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and (
                 (_container_value(node.value) and not _filled(node.value))
                 or isinstance(node.value, ast.Tuple)

@@ -45,22 +45,22 @@ class DeviceSource:
 
 
 def device_sources(py: PythonModel) -> list[DeviceSource]:
-    docstrings = {id(s.value) for node in ast.walk(py.tree) if isinstance(node, ast.Module
+    docstrings = {id(s.value) for node in py.all_nodes if isinstance(node, ast.Module
                   | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) for s in node.body
                   if isinstance(s, ast.Expr)}
     sunk: set[int] = set()
     sink_names: set[str] = set()
-    for node in ast.walk(py.tree):
+    for node in py.all_nodes:
         if isinstance(node, ast.Call) and last_name(node.func) in DEVICE_SINKS:
             for arg in [*node.args, *(k.value for k in node.keywords)]:
                 sunk |= {id(n) for n in ast.walk(arg)}
                 sink_names |= {n.id for n in ast.walk(arg) if isinstance(n, ast.Name)}
-    for node in ast.walk(py.tree):
+    for node in py.all_nodes:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in sink_names
                                                 for t in node.targets):
             sunk |= {id(n) for n in ast.walk(node.value)}
     sources = []
-    for node in ast.walk(py.tree):
+    for node in py.all_nodes:
         if id(node) in docstrings or isinstance(py.parents.get(node), ast.JoinedStr):
             continue
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -302,7 +302,7 @@ def count_kernels(py: PythonModel, sources: list[DeviceSource], kernels: list[CK
     for fn in py.jit:
         if fn.name not in called:
             names.setdefault(f"triton:{fn.name}", fn.lineno)
-    for node in ast.walk(py.tree):
+    for node in py.all_nodes:
         if isinstance(node, ast.Call) and last_name(node.func) in ("ElementwiseKernel",
                                                                    "ReductionKernel"):
             names.setdefault(f"cupy:{node.lineno}", node.lineno)

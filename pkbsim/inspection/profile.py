@@ -27,6 +27,7 @@ class PythonModel(Protocol):
     """What the evaluator reads of a file's Python model (pkbsim.inspection.python_model)."""
 
     tree: ast.Module
+    all_nodes: list[ast.AST]
     state: set[str]
     functions: dict[str, list[Function]]
     aliases: dict[str, str]
@@ -761,7 +762,7 @@ def _assignments(py: PythonModel) -> dict[int, dict[str, list[tuple[ast.AST, ast
     leaving out assignments in ``except`` bodies when the name has others."""
     out: dict[int, dict[str, list[tuple[ast.AST, ast.AST]]]] = {}
     handled: dict[int, dict[str, list[tuple[ast.AST, ast.AST]]]] = {}
-    for node in ast.walk(py.tree):
+    for node in py.all_nodes:
         targets: list[ast.AST] = []
         if isinstance(node, ast.Assign):
             targets = list(node.targets)

@@ -65,13 +65,14 @@ class PythonModel:
     def __init__(self, tree: ast.Module, profile: Profile = PKB_PROFILE) -> None:
         self.tree = tree
         self.profile = profile
-        self.aliases = _aliases(tree)
-        self.parents = {child: node for node in ast.walk(tree)
+        self.all_nodes = list(ast.walk(tree))  # walked once; most passes read every node
+        self.aliases = _aliases(self.all_nodes)
+        self.parents = {child: node for node in self.all_nodes
                         for child in ast.iter_child_nodes(node)}
         self.functions: dict[str, list[Function]] = {}
         self.methods: dict[str, list[Function]] = {}
         self.classes: dict[str, ast.ClassDef] = {}
-        for node in ast.walk(tree):
+        for node in self.all_nodes:
             if isinstance(node, ast.ClassDef):
                 self.classes[node.name] = node
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -79,7 +80,7 @@ class PythonModel:
                 (self.methods if in_class else self.functions).setdefault(node.name, []).append(
                     node)
         self.jit = [f for fs in self.functions.values() for f in fs if self._decorated(f, "jit")]
-        self.state = _module_state(tree)
+        self.state = _module_state(tree, self.all_nodes)
         self.instances = self._instances()
         self.builders, self.extensions = self._extensions()
         self.solutions = self.functions.get("solution", [])
@@ -216,7 +217,7 @@ class PythonModel:
     def _instances(self) -> dict[str, ast.ClassDef]:
         """Names and attributes bound to an instance of one of this file's classes."""
         out: dict[str, ast.ClassDef] = {}
-        for node in ast.walk(self.tree):
+        for node in self.all_nodes:
             if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Call) \
                     and isinstance(node.value.func, ast.Name) and node.value.func.id in \
                     self.classes:
@@ -231,7 +232,7 @@ class PythonModel:
         """Every call in the file that may run ``fn``, with the function it sits in."""
         if self._calls_of is None:
             index: dict[Function, list[tuple[ast.Call, Function | None]]] = {}
-            for node in ast.walk(self.tree):
+            for node in self.all_nodes:
                 if isinstance(node, ast.Call):
                     for callee in self.callees(node):
                         index.setdefault(callee, []).append((node, self.scope_of(node)))
@@ -334,7 +335,7 @@ class PythonModel:
         """Functions that compile an extension, and names bound to one."""
         builders = {f for f in self.all_functions() if any(
             isinstance(n, ast.Call) and last_name(n.func) in DEVICE_SINKS for n in ast.walk(f))}
-        names = {t for n in ast.walk(self.tree) if isinstance(n, ast.Assign)
+        names = {t for n in self.all_nodes if isinstance(n, ast.Assign)
                  and isinstance(n.value, ast.Call)
                  and (last_name(n.value.func) in DEVICE_SINKS
                       or any(f in builders for f in self.callees(n.value)))
@@ -444,9 +445,9 @@ class PythonModel:
         return probes or reads_names(test, state)
 
 
-def _aliases(tree: ast.Module) -> dict[str, str]:
+def _aliases(nodes: list[ast.AST]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
@@ -456,17 +457,17 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     return out
 
 
-def _module_state(tree: ast.Module) -> set[str]:
+def _module_state(tree: ast.Module, nodes: list[ast.AST]) -> set[str]:
     """Module-level names holding caches: assigned None or an empty container, changed in
     place anywhere (``_c[k] = v``, ``_c.append(v)``), or declared global."""
-    state = {n for g in ast.walk(tree) if isinstance(g, ast.Global) for n in g.names}
+    state = {n for g in nodes if isinstance(g, ast.Global) for n in g.names}
     for stmt in tree.body:
         value = stmt.value if isinstance(stmt, ast.Assign | ast.AnnAssign) else None
         targets = (stmt.targets if isinstance(stmt, ast.Assign) else
                    [stmt.target] if isinstance(stmt, ast.AnnAssign) else [])
         if _mutable(value):
             state |= {t.id for t in targets if isinstance(t, ast.Name)}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del) and \
                 isinstance(node.value, ast.Name):
             state.add(node.value.id)
