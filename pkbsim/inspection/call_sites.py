@@ -238,8 +238,9 @@ class PeerTaint:
             base = self.kind(node.value, fn)
             if base == NONE:
                 return NONE
-            if OWN_RANK.search(unparse(node.slice)) and not _has_get_buffer(node.value):
-                return NONE  # ptrs[rank]: this GPU's own buffer (a peer's row: still a peer)
+            if base == TABLE and OWN_RANK.search(unparse(node.slice)) and not _has_get_buffer(
+                    node.value):
+                return NONE  # ptrs[rank]: this GPU's own entry (a peer tensor's row: a peer)
             return PEER
         if isinstance(node, ast.Name):
             if _peer_name(node.id) and node.id not in self.assigned:

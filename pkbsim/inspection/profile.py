@@ -37,6 +37,7 @@ class PythonModel(Protocol):
     def enclosing(self, fn: Function) -> Function | None: ...
     def scope_of(self, node: ast.AST) -> Function | None: ...
     def in_except(self, node: ast.AST) -> bool: ...
+    def in_loop(self, node: ast.AST) -> bool: ...
     def is_method(self, fn: Function) -> bool: ...
     def calls_of(self, fn: Function) -> list[tuple[ast.Call, Function | None]]: ...
     def class_of(self, fn: Function) -> ast.ClassDef | None: ...
@@ -63,6 +64,10 @@ TENSOR_SAME = {"contiguous", "clone", "detach", "view", "reshape", "flatten", "v
 TENSOR_LIKE = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like"}
 TENSOR_NEW = {"empty", "zeros", "ones", "full", "rand", "randn", "empty_strided"}
 MAX_DEPTH = 12
+MATH_FUNCTIONS: dict[str, Callable[[float], Any]] = {
+    "math.isinf": math.isinf, "math.isnan": math.isnan, "math.isfinite": math.isfinite,
+    "math.sqrt": math.sqrt, "math.ceil": math.ceil, "math.floor": math.floor,
+    "math.log2": math.log2}
 MATH_CONSTANTS = {"math.inf": math.inf, "math.nan": math.nan, "math.pi": math.pi,
                   "math.e": math.e, "torch.inf": math.inf, "numpy.inf": math.inf}
 TENSOR_OPS = {"matmul", "mm", "bmm", "addmm", "linear", "cat", "stack", "add", "sub", "mul",
@@ -136,11 +141,16 @@ class FunctionRef:
 
 
 @dataclass(frozen=True)
+class LambdaRef:
+    node: ast.Lambda
+
+
+@dataclass(frozen=True)
 class Const:
     value: Any
 
 
-Value = _Marker | DType | Tensor | Pointer | Module | FunctionRef | Const
+Value = _Marker | DType | Tensor | Pointer | Module | FunctionRef | LambdaRef | Const
 
 _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
@@ -202,6 +212,7 @@ class Evaluator:
         self._params: dict[tuple[int, str], Value] = {}
         self._active: set[tuple[int, str]] = set()
         self._assigns = _assignments(py)
+        self._mutated = _mutated(py)
         self._declared: dict[int, set[str]] = {}
 
     def _globals(self, fn: Function) -> set[str]:
@@ -314,6 +325,8 @@ class Evaluator:
             return UNKNOWN
         if isinstance(e, ast.NamedExpr):
             return self.value(e.value, fn, d)
+        if isinstance(e, ast.Lambda):
+            return LambdaRef(e)
         return UNKNOWN
 
     def name(self, name: str, fn: Function | None, depth: int = 0) -> Value:
@@ -345,6 +358,9 @@ class Evaluator:
         self._active.add(key)
         try:
             values = []
+            if key in self._mutated:  # ops = []; ops.append(...): not the empty list
+                self._names[key] = UNKNOWN
+                return UNKNOWN
             for node, target in self._assigns.get(key[0], {}).get(name, []):
                 found = self._assigned(node, target, scope, depth)
                 if found is UNKNOWN and _reads(node, name):
@@ -361,8 +377,13 @@ class Evaluator:
     def _assigned(self, node: ast.AST, target: ast.AST, scope: Function | None,
                   depth: int) -> Value:
         if isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+            if isinstance(node.iter, ast.Tuple | ast.List) and node.target is target and \
+                    node.iter.elts:  # for t in (q, k, v): each of them in turn
+                return join([self.value(e, scope, depth + 1) for e in node.iter.elts])
             return VARIES
-        if isinstance(node, ast.AugAssign | ast.withitem):
+        if isinstance(node, ast.AugAssign):
+            return VARIES if self.py.in_loop(node) else UNKNOWN  # step += 1 in a loop
+        if isinstance(node, ast.withitem):
             return UNKNOWN
         value = getattr(node, "value", None)
         if value is None:
@@ -386,6 +407,8 @@ class Evaluator:
                 return item if isinstance(item, DType) else Const(item)
             if found is VARIES:
                 return VARIES
+            if isinstance(found, Tensor):  # q, k, v = qkv.chunk(3) / .unbind(0) / .split(n)
+                return Tensor(found.dtype, None)
         return UNKNOWN
 
     def _param(self, fn: Function, name: str, depth: int) -> Value:
@@ -514,6 +537,19 @@ class Evaluator:
             return fixed[dotted]
         if dotted in ("os.environ.get", "os.getenv"):
             return self._environ(e, fn, d)
+        if dotted in MATH_FUNCTIONS and len(e.args) == 1:
+            number = _plain(self.value(e.args[0], fn, d))
+            if isinstance(number, int | float) and not isinstance(number, bool):
+                try:
+                    return Const(MATH_FUNCTIONS[dotted](number))
+                except (ValueError, OverflowError):
+                    return UNKNOWN
+            return UNKNOWN
+        if dotted == "functools.partial" and e.args:
+            return self.value(e.args[0], fn, d)  # partial(f, ...) calls f
+        if isinstance(e.func, ast.Name) and e.func.id in self.py.functions and \
+                e.func.id not in self.py.aliases:
+            return self._returned(e.func.id, d)
         if dotted in ("int", "str", "float", "bool", "len", "min", "max", "abs", "isinstance",
                       "tuple", "range"):
             return self._builtin(dotted, e, fn, d)
@@ -567,10 +603,67 @@ class Evaluator:
                                                                      if k.arg == "dtype")]
                            if isinstance(self.value(a, fn, d), DType)), None)
             return Tensor(target.name, base.shape) if isinstance(target, DType) else base
+        if short in ("view", "reshape") and base.shape is not None and e.args and all(
+                isinstance(a, ast.Constant | ast.UnaryOp | ast.Name | ast.BinOp | ast.Tuple)
+                for a in e.args):
+            return Tensor(base.dtype, self._reshaped(base.shape, e.args, fn, d))
+        if short in ("flatten", "ravel") and not e.args and base.shape is not None:
+            return Tensor(base.dtype, (math.prod(base.shape),))
         if short in TENSOR_SAME:
             return Tensor(base.dtype, base.shape if short in ("contiguous", "clone", "detach",
                                                               "cuda") else None)
         return UNKNOWN
+
+    def _returned(self, name: str, d: int) -> Value:
+        """What a function of this file returns: the join of its return expressions, read in
+        its own scope (its parameters take what its callers pass)."""
+        fns = self.py.functions.get(name, [])
+        if len(fns) != 1 or d > MAX_DEPTH // 2:
+            return UNKNOWN
+        fn = fns[0]
+        returns: list[ast.expr | None] = []
+        self._returns(fn.body, fn, returns)
+        if not returns or any(r is None for r in returns):
+            return UNKNOWN
+        return join([self.value(r, fn, d + 1) for r in returns if r is not None])
+
+    def _returns(self, body: list[ast.stmt], fn: Function, out: list[ast.expr | None]) -> bool:
+        """The return expressions the profile reaches in ``body``; True when it returns."""
+        for stmt in body:
+            if isinstance(stmt, ast.Return):
+                out.append(stmt.value)
+                return True
+            if isinstance(stmt, ast.If):
+                verdict = self.test(stmt.test, fn)
+                if verdict is TRUE or verdict is FALSE:
+                    if self._returns(stmt.body if verdict else stmt.orelse, fn, out):
+                        return True
+                    continue
+                done = self._returns(stmt.body, fn, out)
+                if self._returns(stmt.orelse, fn, out) and done:
+                    return True
+            elif isinstance(stmt, ast.For | ast.AsyncFor | ast.While | ast.With | ast.AsyncWith
+                            | ast.Try):
+                out.extend(n.value for n in ast.walk(stmt) if isinstance(n, ast.Return)
+                           and self.py.scope_of(n) is fn)
+        return False
+
+    def _reshaped(self, shape: tuple[int, ...], args: list[ast.expr], fn: Function | None,
+                  d: int) -> tuple[int, ...] | None:
+        """``x.view(-1)``, ``x.reshape(w, -1)``: the new shape, one -1 inferred."""
+        dims = [_plain(self.value(a, fn, d)) for a in args]
+        if len(dims) == 1 and isinstance(dims[0], tuple):
+            dims = list(dims[0])
+        sizes = [x for x in dims if isinstance(x, int) and not isinstance(x, bool)]
+        if len(sizes) != len(dims) or sizes.count(-1) > 1:
+            return None
+        total = math.prod(shape)
+        known = math.prod(x for x in sizes if x != -1)
+        if -1 in sizes:
+            if known <= 0 or total % known:
+                return None
+            sizes = [total // known if x == -1 else x for x in sizes]
+        return tuple(sizes) if math.prod(sizes) == total else None
 
     def _environ(self, e: ast.Call, fn: Function | None, d: int) -> Value:
         key = _plain(self.value(e.args[0], fn, d)) if e.args else UNKNOWN
@@ -706,7 +799,7 @@ class Evaluator:
         return UNKNOWN
 
 
-VALUE_TYPES = (_Marker, DType, Tensor, Pointer, Module, FunctionRef, Const)
+VALUE_TYPES = (_Marker, DType, Tensor, Pointer, Module, FunctionRef, LambdaRef, Const)
 
 
 def _as_value(found: object) -> Value:
@@ -739,6 +832,30 @@ def _boolop(e: ast.BoolOp, verdicts: list[Verdict]) -> Value:
     for v in verdicts:
         result = _and(result, v) if isinstance(e.op, ast.And) else _or(result, v)
     return Const(result) if isinstance(result, bool) else result
+
+
+MUTATORS = {"append", "extend", "update", "setdefault", "add", "insert", "pop", "clear",
+            "remove", "discard", "popitem", "__setitem__"}
+
+
+def _mutated(py: PythonModel) -> set[tuple[int, str]]:
+    """(scope, name) of names changed in place: ``x.append(v)``, ``x[k] = v``, ``del x[k]``."""
+    out: set[tuple[int, str]] = set()
+    for node in py.all_nodes:
+        base: ast.AST | None = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in MUTATORS:
+            base = node.func.value
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
+            base = node.value
+        if isinstance(base, ast.Name):
+            scope = py.scope_of(node)
+            while scope is not None and base.id not in {
+                    t.id for n in ast.walk(scope) if isinstance(n, ast.Assign)
+                    for t in n.targets if isinstance(t, ast.Name)} | _params(scope):
+                scope = py.enclosing(scope)
+            out.add((id(scope) if scope is not None else 0, base.id))
+    return out
 
 
 def _reads(node: ast.AST, name: str) -> bool:

@@ -8,7 +8,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pkbsim.inspection.patterns import DEVICE_SINKS, DIST_PREFIXES, SYMM_OPS
-from pkbsim.inspection.profile import FALSE, PKB_PROFILE, TRUE, UNKNOWN, VARIES, Evaluator, Profile
+from pkbsim.inspection.profile import (
+    FALSE,
+    PKB_PROFILE,
+    TRUE,
+    UNKNOWN,
+    VARIES,
+    Evaluator,
+    LambdaRef,
+    Profile,
+)
 
 PATHS = ("hot", "setup", "unknown", "fallback")  # the best first
 _RANK = {label: i for i, label in enumerate(PATHS)}
@@ -66,7 +75,7 @@ class PythonModel:
         self.tree = tree
         self.profile = profile
         self.all_nodes = list(ast.walk(tree))  # walked once; most passes read every node
-        self.aliases = _aliases(self.all_nodes)
+        self.aliases = _module_aliases(tree, _aliases(self.all_nodes))
         self.parents = {child: node for node in self.all_nodes
                         for child in ast.iter_child_nodes(node)}
         self.functions: dict[str, list[Function]] = {}
@@ -108,6 +117,8 @@ class PythonModel:
 
     def _walk(self, node: ast.AST, region: Region) -> Iterator[tuple[ast.AST, Region]]:
         yield node, region
+        if isinstance(node, ast.Lambda):
+            return  # its body runs where it is called: a region of its own
         if isinstance(node, ast.IfExp):
             yield from self._walk(node.test, region)
             body, orelse = self._branches(node.test, region.path, region.function)
@@ -145,16 +156,24 @@ class PythonModel:
         self._block(self.tree.body, Path("setup", "module level: runs once, at import"), None,
                     module)
         best: dict[Function, Path] = {}
-        found: dict[Function, list[Region]] = {}
+        found: dict[Function, list[Region]] = {}  # and lambdas
         roots = self.solutions or [f for fs in self.functions.values() for f in fs
                                    if f not in self.jit]
-        todo: list[tuple[Function, Path]] = [(f, HOT) for f in roots]
+        todo: list[tuple[Function | ast.Lambda, Path]] = [(f, HOT) for f in roots]
         todo += self._called(module)
+        lambdas: dict[ast.Lambda, Path] = {}
         while todo:
-            fn, path = todo.pop()
-            decorator = next((c for c in CACHE_DECORATORS if self._decorated(fn, c)), None)
-            if decorator is not None:
-                path = path.enter("setup", f"@{decorator} function {fn.name}: runs once")
+            unit, path = todo.pop()
+            if isinstance(unit, ast.Lambda):
+                if unit in lambdas and not path.better(lambdas[unit]):
+                    continue
+                lambdas[unit] = path
+                body = [Region(unit.body, path, self.scope_of(unit))]
+                found[unit] = body  # type: ignore[index]
+                todo += self._called(body)
+                continue
+            fn = unit
+            path = self._decorated_path(fn, path)
             if fn in best and not path.better(best[fn]):
                 continue
             best[fn] = path
@@ -168,11 +187,63 @@ class PythonModel:
                 self._block(fn.body, Path("fallback", f"{fn.name}() is never called from "
                                                       "solution()"), fn, regions)
                 found[fn] = regions
+        for lam in (n for n in self.all_nodes if isinstance(n, ast.Lambda)):
+            if lam not in lambdas:
+                found[lam] = [Region(lam.body, Path(  # type: ignore[index]
+                    "fallback", "a lambda never called under the profile"), self.scope_of(lam))]
         return module + [r for regions in found.values() for r in regions]
 
-    def _called(self, regions: list[Region]) -> list[tuple[Function, Path]]:
-        return [(callee, region.path) for r in regions for node, region in self._walk(r.root, r)
-                if isinstance(node, ast.Call) for callee in self.callees(node, region.function)]
+    def _called(self, regions: list[Region]) -> list[tuple[Function | ast.Lambda, Path]]:
+        found: list[tuple[Function | ast.Lambda, Path]] = []
+        for r in regions:
+            for node, region in self._walk(r.root, r):
+                if isinstance(node, ast.Call):
+                    found += [(c, region.path) for c in self.callees(node, region.function)]
+                    found += [(lam, region.path) for lam in self._lambdas(node, region.function)]
+        return found
+
+    def _decorated_path(self, fn: Function, path: Path) -> Path:
+        """Caching decorators run the body once; a decorator of this file runs it where its
+        wrapper calls the function it wraps (``if key not in box: box[key] = f(...)``)."""
+        decorator = next((c for c in CACHE_DECORATORS if self._decorated(fn, c)), None)
+        if decorator is not None:
+            return path.enter("setup", f"@{decorator} function {fn.name}: runs once")
+        for dec in fn.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            local = self.functions.get(last_name(target), []) if isinstance(
+                target, ast.Name) else []
+            for wrapper_fn in local:
+                inner = self._wrapper_path(wrapper_fn)
+                if inner is not None:
+                    path = path.enter(inner.label, f"@{wrapper_fn.name}: {inner.why}")
+        return path
+
+    def _wrapper_path(self, decorator: Function) -> Path | None:
+        """Where a decorator's wrapper calls the wrapped function (its first parameter)."""
+        params = [a.arg for a in decorator.args.args]
+        inner = next((n for n in decorator.body if isinstance(n, ast.FunctionDef
+                                                               | ast.AsyncFunctionDef)), None)
+        if not params or inner is None:
+            return None
+        regions: list[Region] = []
+        self._block(inner.body, HOT, inner, regions)
+        paths = [r.path for region in regions for node, r in self._walk(region.root, region)
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                 and node.func.id == params[0]]
+        return min(paths, key=lambda p: _RANK[p.label]) if paths else None
+
+    def _lambdas(self, call: ast.Call, fn: Function | None) -> list[ast.Lambda]:
+        """Lambdas a call runs: one it names (``impl = _IMPLS.get(k, lambda t: ...)``;
+        ``impl(x)``), and those passed to it as arguments (``map(lambda t: ..., xs)``)."""
+        out = [a for a in [*call.args, *(k.value for k in call.keywords)]
+               if isinstance(a, ast.Lambda)]
+        if not isinstance(call.func, ast.Attribute) and fn is not None and not (
+                isinstance(call.func, ast.Name) and (call.func.id in self.functions
+                                                     or call.func.id in self.classes)):
+            ref = self.ev.value(call.func, fn)
+            if isinstance(ref, LambdaRef):
+                out.append(ref.node)
+        return out
 
     def callees(self, call: ast.Call, fn: Function | None = None) -> list[Function]:
         """What a call runs: a function, ``Cls(...)`` its ``__init__``, an instance of a class
@@ -197,10 +268,12 @@ class PythonModel:
         if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and \
                 func.func.id in self.classes:
             return self._instance_call(self.classes[func.func.id])
-        if isinstance(func, ast.Subscript) and fn is not None:  # _IMPLS[x.dtype](x)
-            ref = self.ev.value(func, fn)
+        if isinstance(func, ast.Subscript | ast.Call | ast.IfExp) and fn is not None:
+            ref = self.ev.value(func, fn)  # _IMPLS[x.dtype](x), _IMPLS.get(k, _nccl)(x)
             return [f for f in self.functions.get(getattr(ref, "name", ""), [])
                     if f not in self.jit]
+        if isinstance(func, ast.Attribute) and func.attr in self.classes:  # Outer.Inner(...)
+            return _methods(self.classes[func.attr], "__init__")
         if isinstance(func, ast.Attribute):
             owner = self.classes.get(last_name(func.value))
             if owner is not None:  # Cls.method(...); Cls.apply(...) runs Cls.forward
@@ -254,6 +327,14 @@ class PythonModel:
         up = self.parents.get(node)
         while up is not None and not isinstance(up, ast.FunctionDef | ast.AsyncFunctionDef):
             if isinstance(up, ast.ExceptHandler):
+                return True
+            up = self.parents.get(up)
+        return False
+
+    def in_loop(self, node: ast.AST) -> bool:
+        up = self.parents.get(node)
+        while up is not None and not isinstance(up, ast.FunctionDef | ast.AsyncFunctionDef):
+            if isinstance(up, ast.For | ast.AsyncFor | ast.While):
                 return True
             up = self.parents.get(up)
         return False
@@ -375,9 +456,14 @@ class PythonModel:
             if isinstance(stmt, ast.For | ast.AsyncFor) and self.ev.empty_loop(stmt.iter, fn):
                 inner = path.enter("fallback", f"`for ... in {_condition(stmt.iter)}` runs no "
                                                "iteration under the profile")
-            if isinstance(stmt, ast.While) and self.ev.test(stmt.test, fn) is FALSE:
-                inner = path.enter("fallback", f"`while {_condition(stmt.test)}` is false "
-                                               "under the profile")
+            if isinstance(stmt, ast.While):
+                verdict = self.ev.test(stmt.test, fn)
+                if verdict is FALSE:
+                    inner = path.enter("fallback", f"`while {_condition(stmt.test)}` is false "
+                                                   "under the profile")
+                elif verdict is UNKNOWN and not self._guard(stmt.test, fn):
+                    inner = path.enter("unknown", f"`while {_condition(stmt.test)}` is "
+                                                  "undecided under the profile")
             for body in bodies:
                 self._block(body, inner, fn, out)
                 inner = path  # a loop's else runs
@@ -440,9 +526,26 @@ class PythonModel:
                         state |= assigned_names(node)
         probes = any((isinstance(n, ast.Call) and last_name(n.func) in ("hasattr", "getattr"))
                      or (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                         and n.value.id in self.classes)  # _State.buf: a class attribute
+                         and (n.value.id in self.classes  # _State.buf: a class attribute
+                              or n.value.id in self.instances))  # _STATE.buf: an instance's
                      for n in ast.walk(test))  # hasattr(solution, "_buf"): state on an object
         return probes or reads_names(test, state)
+
+
+def _module_aliases(tree: ast.Module, aliases: dict[str, str]) -> dict[str, str]:
+    """``_c10d = torch.ops._c10d_functional`` at module level: another name for the module."""
+    out = dict(aliases)
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
+                stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Attribute | ast.Name):
+            parts: list[str] = []
+            node: ast.AST = stmt.value
+            while isinstance(node, ast.Attribute):
+                parts.append(node.attr)
+                node = node.value
+            if isinstance(node, ast.Name) and node.id in out:
+                out[stmt.targets[0].id] = ".".join([out[node.id], *reversed(parts)])
+    return out
 
 
 def _aliases(nodes: list[ast.AST]) -> dict[str, str]:
