@@ -81,9 +81,10 @@ def test_values_under_the_pkb_profile(expr: str, expected: object) -> None:
     ("SUPPORTED = {torch.float32: 'fp32'}\n", "SUPPORTED.get(x.dtype, 'x') == 'x'", TRUE),
     ("T = (1, 2, 3)\n", "T[1] == 2 and T[-1] == 3", TRUE),
     ("USE = os.environ.get('USE_X', '0') == '1'\n", "USE", FALSE),
-    ("def _ok(t):\n    if not t.is_cuda:\n        return False\n    return t.dtype == torch.bfloat16\n",
-     "_ok(x)", TRUE),
-    ("def _many(t):\n    for _ in range(2):\n        return 1\n    return 2\n", "_many(x) == 1", UNKNOWN),
+    ("def _ok(t):\n    if not t.is_cuda:\n        return False\n"
+     "    return t.dtype == torch.bfloat16\n", "_ok(x)", TRUE),
+    ("def _many(t):\n    for _ in range(2):\n        return 1\n    return 2\n",
+     "_many(x) == 1", UNKNOWN),
     ("def _none(t):\n    return\n", "_none(x) is None", UNKNOWN),
     ("_p = functools.partial(math.sqrt, 4)\n", "_p is None", FALSE),
     ("OPS = []\nOPS.append(1)\n", "OPS", UNKNOWN),
