@@ -136,7 +136,7 @@ def _slice_copy(peers: PeerTaint, node: ast.Assign, fn: Function | None) -> bool
     while isinstance(base, ast.Subscript | ast.Attribute) and not (
             isinstance(base, ast.Attribute) and last_name(base.value) in ("self", "cls")):
         base = base.value
-    if isinstance(base, ast.Name) and peers._container(base.id, fn):
+    if isinstance(base, ast.Name) and peers.container(base.id, fn):
         return False
     if isinstance(base, ast.Attribute) and peers.attrs.get(base.attr) == TABLE:
         return False
@@ -404,7 +404,7 @@ class PeerTaint:
             const = _const_key(target.slice)
             if const is not None:  # _cache["ptrs"] = ...
                 return self._bind(target.value, {const: whole}, whole, fn) if whole else False
-            if not self._container(target.value.id, fn):
+            if not self.container(target.value.id, fn):
                 return False  # out[i] = peer[i]: a copy into a tensor, which stays local
             if elements is not None:  # _cache[key] = (buf, hdl, ptrs)
                 return self._bind(target.value, elements, whole, fn)
@@ -413,7 +413,7 @@ class PeerTaint:
             return self._bind(target.value, None, TABLE, fn)  # peers[i] = a peer tensor
         return False
 
-    def _container(self, name: str, fn: Function | None) -> bool:
+    def container(self, name: str, fn: Function | None) -> bool:
         """Is ``name`` a Python list or dict here (``[]``, ``{}``, ``[None] * n``, dict())?"""
         key = (name, self._scope(name, fn))
         if key not in self._containers:

@@ -51,6 +51,7 @@ OP_CALLS = {
     "recv_": {"recv", "irecv", "batch_isend_irecv"},
     "recv_any_source_": {"recv", "irecv"},
 }
+OP_CALLS_ALL = {call for calls in OP_CALLS.values() for call in calls}
 
 
 def profiles_for(file: str, profiles: Sequence[RunProfile]) -> list[RunProfile]:
@@ -180,9 +181,6 @@ def _nccl(sites: list[CallSite], ran: _Ran) -> tuple[list[CallSite], list[str]]:
         notes.append(f"run log: NCCL ran ({what}), which no call site of the file accounts for"
                      if payload else f"run log: NCCL ran ({what}), which inspection did not find")
     return out, notes
-
-
-OP_CALLS_ALL = {call for calls in OP_CALLS.values() for call in calls}
 
 
 def _copies(sites: list[CallSite], ran: _Ran) -> tuple[list[CallSite], list[str]]:
