@@ -1,10 +1,10 @@
 """``pkbsim analyze``: the roofline of one task (with both strategies' simulated times), or of
-every shipped task (``--all``) as a table, CSV, Markdown, JSON and a plot."""
+every shipped task (``--all``) as a table, CSV, Markdown, JSON, one HTML page and a plot."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,11 +22,16 @@ from pkbsim.cli.options import (
 from pkbsim.cli.output import check_writable, image_format, parse_sets, write_output
 from pkbsim.errors import UsageError
 
+if TYPE_CHECKING:
+    from pkbsim.overview import Overview
+    from pkbsim.report.html_page import Provenance
+
 ONE_TASK = ("table", "json")
-ALL_TASKS = ("table", "json", "csv", "markdown")
+ALL_TASKS = ("table", "json", "csv", "markdown", "html")
 
 
 def analyze(
+    ctx: typer.Context,
     task: OptionalTask = None,
     all_: Annotated[bool, typer.Option(
         "--all", help="Every shipped task: one row each, a summary, optionally a plot.")] = False,
@@ -40,7 +45,8 @@ def analyze(
     measured_us: Annotated[float | None, number_option(
         "measured_us", "A measured time (us) to report attainment against.")] = None,
     fmt: Annotated[Format, format_option(
-        ALL_TASKS, "table or json; with --all also csv or markdown.")] = Format.table,
+        ALL_TASKS, "table or json; with --all also csv, markdown or html (one page: the plot, "
+                   "a table that sorts and filters).")] = Format.table,
     out: Out = None,
     filter_: Annotated[list[str] | None, typer.Option(
         "--filter", help="--all: KEY=VALUE, e.g. parallelism=EP, binding=latency, id=40-44, "
@@ -64,7 +70,7 @@ def analyze(
             raise UsageError("--measured-us is for one task (--task), not --all")
         require_format(fmt, ALL_TASKS)
         _analyze_all(topology, world_size, preset, parse_sets(set_ or []), fmt, out,
-                     filter_ or [], sort, reverse, plot)
+                     filter_ or [], sort, reverse, plot, ctx)
         return
     for name, used in (("--filter", bool(filter_)), ("--plot", plot is not None),
                        ("--reverse", reverse), ("--sort", sort != "id")):
@@ -92,7 +98,7 @@ def analyze(
 
 def _analyze_all(topology: str, world_size: int | None, preset: str, sets: dict[str, str],
                  fmt: Format, out: Path | None, filters: list[str], sort: str, reverse: bool,
-                 plot: Path | None) -> None:
+                 plot: Path | None, ctx: typer.Context) -> None:
     from pkbsim.analysis import split_topology_overrides
     from pkbsim.overview import overview, parse_filters
     from pkbsim.report import overview_report as report
@@ -108,8 +114,21 @@ def _analyze_all(topology: str, world_size: int | None, preset: str, sets: dict[
     topo_sets = split_topology_overrides(sets)
     ov = overview(load_topology(topology, topo_sets), world_size, preset, parsed, sort, reverse,
                   topology_overrides=topo_sets)
-    render = {Format.table: report.render_table, Format.json: report.render_json,
-              Format.csv: report.render_csv, Format.markdown: report.render_markdown}[fmt]
-    write_output(render(ov), out)
+    png = overview_plot([ov]) if fmt is Format.html or fmt_image == "png" else b""
+    if fmt is Format.html:
+        write_output(report.render_html(ov, png, _provenance(ctx, ov)), out)
+    else:
+        render = {Format.table: report.render_table, Format.json: report.render_json,
+                  Format.csv: report.render_csv, Format.markdown: report.render_markdown}[fmt]
+        write_output(render(ov), out)
     if plot is not None:
-        write_output(overview_plot([ov], fmt_image), plot, "--plot")
+        write_output(png if fmt_image == "png" else overview_plot([ov], fmt_image), plot,
+                     "--plot")
+
+
+def _provenance(ctx: typer.Context, ov: Overview) -> Provenance:
+    """The command, the topology file and the task files analysed."""
+    from pkbsim.cli.provenance import command_line, provenance, task_inputs, topology_inputs
+
+    return provenance(command_line(ctx), ov.topology.name,
+                      [*topology_inputs([ov.topology]), *task_inputs([r.spec for r in ov.rows])])

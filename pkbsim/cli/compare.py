@@ -23,12 +23,14 @@ from pkbsim.cli.options import (
     world_size_option,
 )
 from pkbsim.cli.output import check_writable, image_format, write_output
+from pkbsim.cli.provenance import command_line, path_input, provenance, topology_inputs
 from pkbsim.errors import UsageError
 
 FORMATS = ("table", "markdown", "html", "json")
 
 
 def compare(
+    ctx: typer.Context,
     problem: Annotated[str | None, typer.Option(
         "--problem", "-p", help="One problem (id, name, alias); without it, every problem "
                                 "in --measured.")] = None,
@@ -58,16 +60,16 @@ def compare(
     """Measured kernels against the roofline and the simulator: attainment, speedup over
     PKB's reference, and the gap split into ranked causes with the fix to try for each."""
     compare_command(problem, measured, measured_us, solution, solutions, topology, world_size,
-                    preset, fmt.value, out, plot, timeline=timeline)
+                    preset, fmt.value, out, plot, timeline=timeline, command=command_line(ctx))
 
 
 def compare_command(problem: str | None, measured: Path | None, measured_us: float | None,
                     solution: Path | None, solutions: Path | None, topology: str,
                     world_size: int | None, preset: str, fmt: str, out: Path | None,
                     plot: Path | None, *, simulate_fixes: bool = True,
-                    timeline: Path | None = None) -> None:
+                    timeline: Path | None = None, command: str = "pkbsim compare") -> None:
     """The command with ``fmt`` as text; ``simulate_fixes=False`` skips the simulated time
-    after each fix (tests)."""
+    after each fix (tests); ``command``: the command line an HTML page records."""
     from pkbsim.compare.comparison import compare_measured, reference_timeline
     from pkbsim.report import compare_report as report
     from pkbsim.topology import load_topology
@@ -84,7 +86,14 @@ def compare_command(problem: str | None, measured: Path | None, measured_us: flo
     png = report.comparison_plot(result) if fmt == "html" or plot is not None else b""
     text = {"table": report.render_table, "markdown": report.render_markdown,
             "json": report.render_json}.get(fmt)
-    write_output(text(result) if text else report.render_html(result, png), out)
+    if text is None:
+        inputs = [(name, path_input(path)) for name, path in (
+            ("measured", measured), ("solution", solution), ("solutions", solutions)) if path]
+        inputs += topology_inputs([topo])
+        write_output(report.render_html(result, png, provenance(command, result.topology,
+                                                                inputs)), out)
+    else:
+        write_output(text(result), out)
     if plot is not None:
         write_output(png, plot, "--plot")
     if timeline is not None:

@@ -6,9 +6,12 @@ renderers and matplotlib load inside the command.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -30,12 +33,18 @@ from pkbsim.files import is_special
 
 if TYPE_CHECKING:
     from pkbsim.planning.axes import Axis
-    from pkbsim.planning.sweep import SweepResult
+    from pkbsim.planning.sweep import Runner, SweepResult
 
-FORMATS = ("table", "csv", "json", "markdown")
+FORMATS = ("table", "csv", "json", "markdown", "html")
+
+
+class Executor(str, Enum):
+    local = "local"
+    dask = "dask"
 
 
 def sweep(
+    ctx: typer.Context,
     task: OptionalTask = None,
     collective: Annotated[str | None, typer.Option(
         help="One collective call instead of a task: all_reduce, all_gather, reduce_scatter, "
@@ -62,8 +71,9 @@ def sweep(
         "t_comp, t_latency, t_roof, binding, nccl_reference, custom_best, algbw, busbw, "
         "attainment. Default: t_roof,binding,nccl_reference,custom_best.")] = None,
     fmt: Annotated[Format | None, format_option(
-        FORMATS, "table, csv, json (schema pkbsim.sweep/1) or markdown (default: by the --out "
-                 "suffix .csv, .json, .md, else table).")] = None,
+        FORMATS, "table, csv, json (schema pkbsim.sweep/1), markdown or html (one page: the "
+                 "plot, a table that sorts and filters; default: by the --out suffix .csv, "
+                 ".json, .md, .html, else table).")] = None,
     out: Out = None,
     jsonl: Annotated[Path | None, typer.Option(
         help="Stream each finished point to this JSON-lines file; run the same command again "
@@ -72,7 +82,15 @@ def sweep(
     fresh: Annotated[bool, typer.Option(
         "--fresh", help="Start over: overwrite the --jsonl file instead of resuming.")] = False,
     jobs: Annotated[int | None, number_option(
-        "jobs", "Worker processes (default: every core).")] = None,
+        "jobs", "Worker processes (default: every core); with --executor dask, the "
+                "LocalCluster's workers.")] = None,
+    executor: Annotated[Executor, typer.Option(
+        help="Where the points run: local (a pool of --jobs processes) or dask (a "
+             "dask.distributed cluster: --scheduler, else a LocalCluster of --jobs processes; "
+             "pip install 'pkbsim[cluster]').")] = Executor.local,
+    scheduler: Annotated[str | None, typer.Option(
+        help="With --executor dask: the address of a running Dask scheduler "
+             "(tcp://HOST:8786), whose workers run the points.")] = None,
     plot: Annotated[Path | None, typer.Option(
         help="Also draw a line plot here (.png, .svg or .pdf).")] = None,
     x: Annotated[str | None, typer.Option(
@@ -120,12 +138,14 @@ def sweep(
 
         base = parse_baseline(baseline, {a.name: a.values for a in spec.axes})
         cols += speedup_columns(cols)
-    if plot is not None:
+    chosen = fmt or _format_of(out)
+    if plot is not None or x is not None or y is not None or (
+            chosen is Format.html and sweep_plot.plottable(spec, cols)):
+        if plot is None and chosen is not Format.html:
+            raise UsageError("--x and --y work with --plot or --format html")
         x = x or sweep_plot.default_x(spec)
         y = y or sweep_plot.default_y(cols)
         sweep_plot.check_choice(spec, cols, x, y)
-    elif x is not None or y is not None:
-        raise UsageError("--x and --y work with --plot")
     stream = jsonl if jsonl is not None or out is None or str(out) == "-" or is_special(out) \
         else out.with_name(out.name + ".partial.jsonl")
     for path, option in ((out, "--out"), (plot, "--plot")):
@@ -135,23 +155,30 @@ def sweep(
         check_writable(stream, "--jsonl", regular=True)
     with sweep_progress() as progress, sigterm_as_interrupt():
         try:
-            result = run_sweep(spec, stream, workers, progress, fresh)
+            with _runner(executor, scheduler, jobs, workers) as runner:
+                result = run_sweep(spec, stream, workers, progress, fresh, runner)
         except KeyboardInterrupt:
             if stream is not None:
                 sys.stderr.write(f"pkbsim: sweep interrupted; finished points are kept in "
                                  f"{stream}: run the same command to resume\n")
             raise
     _check_some_succeeded(result)
-    text = ""
-    chosen = fmt or _format_of(out)
+    notes: list[str] = []
     if baseline is not None:
         result = with_speedups(result, *base)
-        if chosen in (Format.table, Format.markdown):
-            text = "\n" + "\n".join(speedup_summary(result, *base)) + "\n"
-    write_output(_render(result, chosen) + text, out)
+        notes = speedup_summary(result, *base)
+    png = sweep_plot.sweep_plot(result, x, y) if x is not None and y is not None and (
+        chosen is Format.html or plot_fmt == "png") else b""
+    if chosen is Format.html:
+        write_output(_render_html(ctx, result, png, notes, stream), out)
+    else:
+        text = "\n" + "\n".join(notes) + "\n" if baseline is not None and chosen in (
+            Format.table, Format.markdown) else ""
+        write_output(_render(result, chosen) + text, out)
     if plot is not None:
         assert x is not None and y is not None
-        write_output(sweep_plot.sweep_plot(result, x, y, plot_fmt), plot, "--plot")
+        write_output(png if plot_fmt == "png" else sweep_plot.sweep_plot(result, x, y, plot_fmt),
+                     plot, "--plot")
     if stream is not None and jsonl is None:
         stream.unlink(missing_ok=True)  # its rows are all in --out now
 
@@ -184,10 +211,25 @@ def build_axes(target: object, vary: list[str], sizes: str | None, world_size: i
     return axes
 
 
+def _runner(executor: Executor, scheduler: str | None, jobs: int | None, workers: int
+            ) -> AbstractContextManager[Runner | None]:
+    """None for the local pool; for dask, a connected runner (dask imported only here)."""
+    if executor is Executor.local:
+        if scheduler is not None:
+            raise UsageError("--scheduler works with --executor dask")
+        return contextlib.nullcontext()
+    if scheduler is not None and jobs is not None:
+        raise UsageError("--jobs sizes a LocalCluster; with --scheduler, the cluster's workers "
+                         "run the points")
+    from pkbsim.planning import dask_executor
+
+    return dask_executor.connect(scheduler, workers)
+
+
 def _format_of(out: Path | None) -> Format:
     suffix = out.suffix.lower() if out is not None else ""
-    return {".csv": Format.csv, ".json": Format.json, ".md": Format.markdown
-            }.get(suffix, Format.table)
+    return {".csv": Format.csv, ".json": Format.json, ".md": Format.markdown,
+            ".html": Format.html, ".htm": Format.html}.get(suffix, Format.table)
 
 
 def _check_some_succeeded(result: SweepResult) -> None:
@@ -208,3 +250,20 @@ def _render(result: SweepResult, fmt: Format) -> str:
         Format.json: sweep_report.render_json,
         Format.markdown: sweep_report.render_markdown}
     return renderers[fmt](result)
+
+
+def _render_html(ctx: typer.Context, result: SweepResult, png: bytes, notes: list[str],
+                 stream: Path | None) -> str:
+    """The page, recording the command, each topology and task file, and a resumed stream."""
+    from pkbsim.cli.provenance import command_line, named_inputs, provenance
+    from pkbsim.report import sweep_report
+
+    values = {a.name: [str(v) for v in a.values] for a in result.spec.axes}
+    target = result.spec.target
+    topologies = values.get("topology", [target.topology])
+    tasks = values.get("task", [target.task] if target.task is not None else [])
+    inputs = named_inputs(topologies, tasks)
+    if stream is not None and result.counts.resumed:
+        inputs.append(("resumed", f"{result.counts.resumed} points read back from {stream}"))
+    return sweep_report.render_html(
+        result, png, provenance(command_line(ctx), ", ".join(topologies), inputs), notes)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from pkbsim.errors import PkbsimError, UsageError
 from pkbsim.files import json_text, open_stream, write_atomic
@@ -33,6 +33,8 @@ MAX_CHUNK_POINTS = 64
 
 Row = dict[str, Any]
 Progress = Callable[[int, int], None]
+Record = Callable[[int, Row], None]  # a finished row (by point index) to the file and progress
+Items = list[tuple[int, dict[str, Value]]]  # pending points with their indices
 
 
 @dataclass(frozen=True)
@@ -82,9 +84,10 @@ def point_key(point: Mapping[str, Any], names: Sequence[str]) -> str:
     return json_text({n: point[n] for n in names}, sort_keys=True)
 
 
-def _evaluate_chunk(target: Target, metrics: tuple[str, ...],
-                    chunk: list[tuple[int, dict[str, Value]]]) -> list[tuple[int, Row]]:
-    """Worker side: the rows of a few points (top level, so the pool can pickle it)."""
+def evaluate_chunk(target: Target, metrics: tuple[str, ...], chunk: Items
+                   ) -> list[tuple[int, Row]]:
+    """Worker side: the rows of a few points (top level, so a pool or a cluster can pickle it
+    by name)."""
     return [(i, evaluate_row(target, p, metrics)) for i, p in chunk]
 
 
@@ -183,11 +186,23 @@ class _Sink:
             self.handle.close()
 
 
+class Runner(Protocol):
+    """Runs pending points somewhere else (a cluster) instead of the local pool: ``record``
+    once for every item, in any order, from the calling thread; ``point_s`` is one point's
+    time in-process, for sizing batches."""
+
+    def __call__(self, spec: SweepSpec, items: Items, record: Record, point_s: float) -> None:
+        ...
+
+
 def run_sweep(spec: SweepSpec, out_jsonl: Path | None = None, jobs: int = 1,
-              progress: Progress | None = None, fresh: bool = False) -> SweepResult:
+              progress: Progress | None = None, fresh: bool = False,
+              runner: Runner | None = None) -> SweepResult:
     """Every point's row, in point order; rows stream to ``out_jsonl`` (resumed when it holds
     the same spec, unless ``fresh``). The first pending point runs in-process first: a
-    UsageError there (an unknown axis) raises before any file is touched."""
+    UsageError there (an unknown axis) raises before any file is touched. The other points run
+    on ``runner`` when given, else in-process (``jobs`` 1) or on a pool of ``jobs``
+    processes."""
     pts = list(points(spec))
     names = spec.axis_names
     keys = [point_key(p, names) for p in pts]
@@ -215,7 +230,9 @@ def run_sweep(spec: SweepSpec, out_jsonl: Path | None = None, jobs: int = 1,
         if first is not None:
             record(pending.pop(0), first)
         rest = [(i, pts[i]) for i in pending]
-        if jobs <= 1 or len(rest) <= 1:
+        if runner is not None and rest:
+            runner(spec, _costly_first(rest), record, first_s)
+        elif jobs <= 1 or len(rest) <= 1:
             for i, point in rest:
                 record(i, evaluate_row(spec.target, point, spec.metrics))
         else:
@@ -223,15 +240,12 @@ def run_sweep(spec: SweepSpec, out_jsonl: Path | None = None, jobs: int = 1,
     finally:
         sink.close()
     rows = [done[k] for k in keys]
-    if out_jsonl is not None and (resumed or jobs > 1):
+    if out_jsonl is not None and (resumed or jobs > 1 or runner is not None):
         _rewrite_sorted(out_jsonl, spec, rows)
     failed = sum(1 for r in rows if "error" in r)
     counts = SweepCounts(ok=len(rows) - failed, failed=failed, resumed=resumed,
                          computed=len(rows) - resumed)
     return SweepResult(spec, rows, columns(spec.metrics, spec.target), counts)
-
-
-Items = list[tuple[int, dict[str, Value]]]
 
 
 def _costly_first(items: Items) -> Items:
@@ -243,20 +257,20 @@ def _costly_first(items: Items) -> Items:
     return sorted(items, key=lambda item: -size(item))
 
 
-def _chunks(items: Items, jobs: int, point_s: float) -> list[Items]:
-    """Chunks of about CHUNK_S each (by the first point's time), at least 4 per worker."""
-    by_time = int(CHUNK_S / max(point_s, 1e-6))
-    size = max(1, min(MAX_CHUNK_POINTS, by_time, math.ceil(len(items) / (4 * jobs))))
+def chunks(items: Items, jobs: int, point_s: float, chunk_s: float = CHUNK_S,
+           max_points: int = MAX_CHUNK_POINTS) -> list[Items]:
+    """Chunks of about ``chunk_s`` each (by the first point's time), at least 4 per worker."""
+    by_time = int(chunk_s / max(point_s, 1e-6))
+    size = max(1, min(max_points, by_time, math.ceil(len(items) / (4 * jobs))))
     return [items[c:c + size] for c in range(0, len(items), size)]
 
 
-def _run_pool(spec: SweepSpec, items: Items, jobs: int, record: Callable[[int, Row], None],
-              point_s: float) -> None:
-    chunks = _chunks(items, jobs, point_s)
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(chunks)), initializer=_ignore_sigint)
+def _run_pool(spec: SweepSpec, items: Items, jobs: int, record: Record, point_s: float) -> None:
+    batches = chunks(items, jobs, point_s)
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(batches)), initializer=_ignore_sigint)
     try:
         futures: set[Future[list[tuple[int, Row]]]] = {
-            pool.submit(_evaluate_chunk, spec.target, spec.metrics, c) for c in chunks}
+            pool.submit(evaluate_chunk, spec.target, spec.metrics, c) for c in batches}
         while futures:
             ready, futures = wait(futures, return_when=FIRST_COMPLETED)
             for future in ready:

@@ -5,9 +5,7 @@ with the measured times marked. The comparison itself is pkbsim.compare.comparis
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import html
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +20,8 @@ from pkbsim.compare.comparison import (
 )
 from pkbsim.compare.gap import TERMS
 from pkbsim.files import json_text
+from pkbsim.report import html_page as page
+from pkbsim.report.html_page import Provenance
 from pkbsim.report.images import figure_bytes
 from pkbsim.report.text import markdown_table, to_text
 from pkbsim.sim.result import SimResult
@@ -182,49 +182,27 @@ def render_markdown(result: DirectoryComparison) -> str:
 
 # ---------------------------------------------------------------- HTML
 
-_CSS = ("body{font-family:sans-serif;margin:2em;color:#222}"
-        "table{border-collapse:collapse;margin:0.5em 0 1.5em}"
-        "th,td{border:1px solid #ccc;padding:3px 8px;font-size:13px;vertical-align:top}"
-        "th{background:#f0f0f0;text-align:left}td.n{text-align:right}"
-        "img{max-width:100%}")
-
-
-def render_html(result: DirectoryComparison, png: bytes) -> str:
-    """A standalone page: the tables and ``png`` (comparison_plot) embedded as base64."""
-    esc = html.escape
-    body = [f"<h1>pkbsim compare: {esc(result.topology)}</h1>", f"<p>{esc(_head(result))}</p>",
-            "<h2>Per problem (roofline and simulator)</h2>",
-            _html_table(_PROBLEM_HEAD, _problem_rows(result.comparisons)),
-            "<h2>Per variant (measured)</h2>",
-            _html_table(_OVERVIEW_HEAD, _overview_rows(result.comparisons)),
-            '<img alt="attainment and gap causes" src="data:image/png;base64,'
-            + base64.b64encode(png).decode("ascii") + '">']
+def render_html(result: DirectoryComparison, png: bytes, provenance: Provenance) -> str:
+    """One self-contained page (pkbsim.report.html_page): the tables, sortable and filterable,
+    ``png`` (comparison_plot) embedded, and the provenance."""
+    body = [page.paragraph(_head(result)),
+            page.heading("Per problem (roofline and simulator)"),
+            page.table(_PROBLEM_HEAD, _problem_rows(result.comparisons), "per problem"),
+            page.heading("Per variant (measured)"),
+            page.table(_OVERVIEW_HEAD, _overview_rows(result.comparisons), "per variant"),
+            page.image(png, "attainment and gap causes")]
     for c in result.comparisons:
         for v in c.variants:
-            body += [f"<h3>{esc(_variant_title(c, v))}</h3>",
-                     _html_table(_CAUSE_HEAD, _cause_rows(v))]
-            body += [f"<p>note: {esc(n)}</p>" for n in v.gap.notes]
-    body += ["<h2>Median attainment per mechanism</h2>",
-             _html_table(_SUMMARY_HEAD, _summary_rows(result.summary))]
-    body += [f"<p>error: {esc(e.problem)}: {esc(e.error)}</p>" for e in result.errors]
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pkbsim compare"
-            f"</title><style>{_CSS}</style></head><body>\n" + "\n".join(body)
-            + "\n</body></html>\n")
-
-
-def _html_table(head: Sequence[str], rows: list[list[str]]) -> str:
-    esc = html.escape
-    out = ["<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>"]
-    for row in rows:
-        cells = "".join(f'<td class="n">{esc(x)}</td>' if _numeric(x) else f"<td>{esc(x)}</td>"
-                        for x in row)
-        out.append(f"<tr>{cells}</tr>")
-    return "\n".join(out) + "</table>"
-
-
-def _numeric(text: str) -> bool:
-    return text.replace(",", "").replace(".", "").replace("%", "").replace("x", "").replace(
-        "-", "").replace("e", "").isdigit()
+            body += [page.heading(_variant_title(c, v), 3),
+                     page.table(_CAUSE_HEAD, _cause_rows(v), f"{c.problem} / {v.variant}")]
+            body += [page.paragraph(f"note: {n}", "note") for n in v.gap.notes]
+    body += [page.heading("Median attainment per mechanism"),
+             page.table(_SUMMARY_HEAD, _summary_rows(result.summary), "per mechanism")]
+    if result.errors:
+        body += [page.heading("Not compared"),
+                 page.table(("problem", "error"), [[e.problem, e.error] for e in result.errors],
+                            "not compared")]
+    return page.page(f"pkbsim compare: {result.topology}", body, provenance)
 
 
 # ---------------------------------------------------------------- plots

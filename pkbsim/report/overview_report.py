@@ -1,4 +1,5 @@
-"""``pkbsim analyze --all`` as a terminal table, CSV, Markdown or JSON (``pkbsim.overview/1``).
+"""``pkbsim analyze --all`` as a terminal table, CSV, Markdown, JSON (``pkbsim.overview/1``) or
+one HTML page.
 
 JSON and CSV fields are a stable contract: add, never rename or remove without a schema bump.
 Times are microseconds (``_us``), sizes bytes.
@@ -14,8 +15,10 @@ from pkbsim import __version__
 from pkbsim.datafiles import display_path
 from pkbsim.files import json_text
 from pkbsim.overview import BINDINGS, Overview, OverviewRow
+from pkbsim.report import html_page as page
+from pkbsim.report.html_page import Provenance
 from pkbsim.report.text import json_count, json_us
-from pkbsim.units import format_bytes, format_us
+from pkbsim.units import US, format_bytes, format_us
 
 SCHEMA = "pkbsim.overview/1"
 CSV_FIELDS = ("id", "name", "parallelism", "source", "preset", "world_size", "comm_ops",
@@ -168,3 +171,31 @@ def render_markdown(ov: Overview) -> str:
             f"{format_us(roof.t_latency_floor_s)} | {format_us(roof.t_roof_s)} | "
             f"{roof.binding} |")
     return "\n".join([*lines, "", *summary_lines(ov)]) + "\n"
+
+
+def render_html(ov: Overview, png: bytes, provenance: Provenance) -> str:
+    """One self-contained page (pkbsim.report.html_page): the summary, the overview plot
+    (``png``), and every task in a table that sorts by raw values (bytes, us) and filters."""
+    head = ["id", "name", "source", "parallelism", "W", "preset", "bytes moved/rank", "t_comm",
+            "t_mem", "t_comp", "t_lat", "t_roof", "binding"]
+    errors = bool(ov.not_analysed)
+    rows = [_html_row(row) + ([row.error or "-"] if errors else []) for row in ov.rows]
+    body = [page.paragraph(_heading(ov)),
+            page.paragraph("Times in µs; bytes moved/rank = bytes on the busiest GPU port, all "
+                           "comm ops.", "note"),
+            *(page.paragraph(line) for line in summary_lines(ov)),
+            page.image(png, "roofline time against bytes moved, every task"),
+            page.table([*head, *(["not analysed"] if errors else [])], rows, "tasks")]
+    return page.page(f"pkbsim analyze --all: {ov.topology.name}", body, provenance)
+
+
+def _html_row(row: OverviewRow) -> list[page.CellLike]:
+    spec = row.spec
+    cells: list[page.CellLike] = [page.Cell(str(spec.id), spec.id), spec.name, spec.source,
+                                  spec.parallelism, str(row.world_size or "-"), row.preset]
+    roof = row.roofline
+    if roof is None:
+        return [*cells, *["-"] * 6, row.binding]
+    times = (roof.t_comm_s, roof.t_mem_s, roof.t_comp_s, roof.t_latency_floor_s, roof.t_roof_s)
+    return [*cells, page.Cell(format_bytes(row.moved_bytes_per_rank), row.moved_bytes_per_rank),
+            *(page.Cell(format_us(t), t / US) for t in times), roof.binding]

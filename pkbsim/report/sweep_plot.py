@@ -49,6 +49,16 @@ def default_y(columns: Sequence[str]) -> str:
     raise UsageError("--plot: no numeric metric; add one with --metric (e.g. t_roof)")
 
 
+def plottable(spec: SweepSpec, columns: Sequence[str]) -> bool:
+    """Whether the default --x and --y exist: something varies and a metric is numeric."""
+    try:
+        default_x(spec)
+        default_y(columns)
+    except UsageError:
+        return False
+    return True
+
+
 def check_choice(spec: SweepSpec, columns: Sequence[str], x: str, y: str) -> None:
     """--x must be an axis, --y numeric columns, comma-separated (checked before any work)."""
     names = spec.axis_names

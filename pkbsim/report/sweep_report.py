@@ -1,4 +1,5 @@
-"""``pkbsim sweep`` results as a terminal table, CSV, Markdown or JSON (``pkbsim.sweep/1``).
+"""``pkbsim sweep`` results as a terminal table, CSV, Markdown, JSON (``pkbsim.sweep/1``) or
+one HTML page.
 
 CSV and JSON hold raw numbers (times in us, bandwidths in GB/s = 1e9 B/s, sizes in bytes);
 the table and Markdown show sizes human-readable and numbers rounded. Fields are a contract:
@@ -9,11 +10,14 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from typing import Any
 
 from pkbsim import __version__
 from pkbsim.files import json_text
 from pkbsim.planning.sweep import SweepResult
+from pkbsim.report import html_page as page
+from pkbsim.report.html_page import Provenance
 from pkbsim.units import format_bytes
 
 SCHEMA = "pkbsim.sweep/1"
@@ -140,3 +144,27 @@ def render_markdown(result: SweepResult) -> str:
         cells = (cell(n, row.get(n)).replace("|", "\\|") for n in names)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def render_html(result: SweepResult, png: bytes, provenance: Provenance,
+                notes: Sequence[str] = ()) -> str:
+    """One self-contained page (pkbsim.report.html_page): the plot (``png``, sweep_plot; none
+    when empty), ``notes`` (e.g. the baseline's speedups) and every point in a table that sorts
+    by raw values (sizes in bytes) and filters."""
+    names = _shown_fields(result)
+    rows = [[_html_cell(n, row.get(n)) for n in names] for row in result.rows]
+    body = [page.paragraph(heading(result)),
+            page.paragraph("Times in µs; bandwidths in GB/s (1e9 B/s, nccl-tests' algbw/busbw); "
+                           f"sizes are bytes per rank; {host_note(result)}.", "note"),
+            *(page.paragraph(n) for n in notes if n.strip())]
+    if png:
+        body.append(page.image(png, "sweep plot"))
+    body.append(page.table(names, rows, "sweep points"))
+    what = "tasks" if "task" in result.spec.axis_names else result.spec.target.label
+    return page.page(f"pkbsim sweep: {what}", body, provenance)
+
+
+def _html_cell(name: str, value: Any) -> page.CellLike:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return page.Cell(cell(name, value), float(value))
+    return cell(name, value)

@@ -162,7 +162,9 @@ def test_markdown_and_html_hold_the_tables(tmp_path: Path) -> None:
     page = run(tmp_path, measured=LOGS, fmt="html")
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert '<img alt="attainment and gap causes" src="data:image/png;base64,iVBORw0KGgo' in page
-    assert "<th>t_roof us</th>" in page and "<td>1_allreduce</td>" in page
+    assert '<th data-type="num" tabindex="0">t_roof us</th>' in page
+    assert "<td>1_allreduce</td>" in page and "<tr><th>command</th><td>pkbsim compare</td></tr>" \
+        in page  # called as a function, not from the command line
 
 
 def test_plot_bytes_are_deterministic(tmp_path: Path) -> None:

@@ -1,0 +1,185 @@
+"""Sweep points as tasks on a Dask cluster: ``pkbsim sweep --executor dask [--scheduler ADDR]``.
+
+The pending points go out in batches (the local pool's chunking, sized for a task's overhead),
+one Dask task each; rows come back to the client as the tasks finish and run_sweep streams them
+to its file, so resume, progress and the finished file are those of the local executor. A batch
+whose task still fails after Dask's retries (an exception, or workers lost while running it)
+becomes error rows for its points. Losing the scheduler raises ClusterError; the rows already
+written stay for a resume.
+
+Imported only for ``--executor dask``: dask is the optional extra ``cluster``. Nothing prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import signal
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from pkbsim import __version__
+from pkbsim.errors import PkbsimError, UsageError
+from pkbsim.planning.sweep import Items, Record, Row, SweepSpec, chunks, evaluate_chunk
+
+try:
+    import dask
+    import distributed
+    from distributed.comm.addressing import get_address_host_port
+except ImportError:
+    raise UsageError("--executor dask needs dask.distributed: pip install 'pkbsim[cluster]'"
+                     ) from None
+
+CONNECT_TIMEOUT_S = 10.0  # to reach the scheduler, and for it to have a worker
+RETRIES = 2  # Dask's retries of a batch that raised; a lost worker's batch is rerun as well
+BATCH_S = 0.25  # a batch of cheap points takes about this long (a task costs about 1 ms)
+MAX_BATCH_POINTS = 256
+
+Rows = list[tuple[int, Row]]  # a batch's rows by point index
+# The LocalCluster's background work, which shares the cores with the points: no statistical
+# profiler in the workers, and slower monitors (the defaults are 10 to 500 ms)
+QUIET = {"distributed.worker.profile.enabled": False,
+         "distributed.admin.tick.interval": "1s",
+         "distributed.worker.memory.monitor-interval": "1s",
+         "distributed.admin.system-monitor.interval": "2s"}
+
+
+class ClusterError(PkbsimError):
+    """The Dask scheduler cannot be reached, has no workers, or was lost during the sweep."""
+
+
+@dataclass(frozen=True)
+class DaskRunner:
+    """run_sweep's Runner on a connected client."""
+
+    client: distributed.Client
+    retries: int = RETRIES
+
+    def __call__(self, spec: SweepSpec, items: Items, record: Record, point_s: float) -> None:
+        threads = max(1, sum(self.client.nthreads().values()))
+        batches = chunks(items, threads, point_s, BATCH_S, MAX_BATCH_POINTS)
+        futures = {self.client.submit(evaluate_chunk, spec.target, spec.metrics, batch,
+                                      retries=self.retries, pure=False,
+                                      priority=len(batches) - k): batch  # costly first
+                   for k, batch in enumerate(batches)}
+        try:
+            for future in distributed.as_completed(futures, loop=self.client.loop):
+                batch = futures.pop(future)
+                for i, row in self.rows(future, batch):
+                    record(i, row)
+        finally:
+            if futures:  # interrupted: what has not run is dropped on the scheduler
+                self.client.cancel(list(futures))
+
+    def rows(self, future: distributed.Future[Rows], batch: Items) -> Rows:
+        """A finished task's rows; error rows for its points when it failed for good."""
+        try:
+            if future.status == "finished":
+                return list(future.result())
+            if future.status != "cancelled":
+                error = failure(future.exception(), self.retries)
+                return [(i, {**point, "error": error}) for i, point in batch]
+        except (concurrent.futures.CancelledError, asyncio.CancelledError):
+            pass  # cancelled while its result came back
+        finally:
+            future.release()
+        raise ClusterError("lost the Dask scheduler (its tasks were cancelled); the finished "
+                           "points are kept: run the same command to resume")
+
+
+def failure(exc: BaseException | None, retries: int) -> str:
+    """An error row's text for a batch that failed on the cluster."""
+    if isinstance(exc, distributed.KilledWorker):
+        return "the Dask workers running this point died (KilledWorker)"
+    what = exc.one_line() if isinstance(exc, PkbsimError) else f"{type(exc).__name__}: {exc}"
+    return PkbsimError(f"failed on the Dask cluster after {retries} retries: {what}").one_line()
+
+
+@contextmanager
+def connect(scheduler: str | None, workers: int) -> Iterator[DaskRunner]:
+    """A runner on the cluster at ``scheduler``, or on a LocalCluster of ``workers`` processes
+    (one thread each) started here; the client, and the LocalCluster, close on exit."""
+    with ExitStack() as stack:
+        stack.enter_context(quiet_client_logs())
+        if scheduler is None:
+            with dask.config.set(QUIET):
+                cluster = stack.enter_context(distributed.LocalCluster(
+                    n_workers=workers, threads_per_worker=1, processes=True,
+                    dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR))
+            client = stack.enter_context(distributed.Client(cluster))
+            client.register_plugin(LeaveInterruptToClient(), name="pkbsim-sweep")
+        else:
+            client = stack.enter_context(reach(scheduler, CONNECT_TIMEOUT_S))
+        yield DaskRunner(client)
+
+
+@contextmanager
+def quiet_client_logs() -> Iterator[None]:
+    """distributed's log lines on stderr (a lost worker, a lost scheduler) are held back: what
+    they report ends up in error rows or in one ClusterError line."""
+    handlers = [h for h in logging.getLogger("distributed").handlers
+                if isinstance(h, logging.StreamHandler)]
+    levels = [h.level for h in handlers]
+    for handler in handlers:
+        handler.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for handler, level in zip(handlers, levels, strict=True):
+            handler.setLevel(level)
+
+
+def reach(scheduler: str, timeout_s: float) -> distributed.Client:
+    """A client of the scheduler at ``scheduler`` that has at least one worker."""
+    where = f"--scheduler {scheduler}"
+    try:
+        get_address_host_port(scheduler)
+    except ValueError as exc:  # checked first: a Client of a bad address hangs at exit
+        raise UsageError(f"{where}: not a Dask scheduler address ({exc}); expected "
+                         "tcp://HOST:PORT") from None
+    try:
+        client = distributed.Client(scheduler, timeout=timeout_s, set_as_default=False)
+    except (OSError, ValueError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ClusterError(f"{where}: cannot reach the Dask scheduler within {timeout_s:g} s "
+                           f"({reason})") from None
+    try:
+        client.wait_for_workers(1, timeout=timeout_s)
+        check_workers(client, where)
+    except (OSError, TimeoutError):
+        client.close()
+        raise ClusterError(f"{where}: the Dask scheduler has no worker after {timeout_s:g} s; "
+                           f"start some with: dask worker {scheduler}") from None
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def check_workers(client: distributed.Client, where: str) -> None:
+    """The workers run this client's pkbsim version (else their rows could differ)."""
+    try:
+        versions = set(client.run(pkbsim_version).values())
+    except Exception as exc:  # pkbsim missing there: the function cannot be unpickled
+        raise ClusterError(f"{where}: a Dask worker cannot run pkbsim ({type(exc).__name__}: "
+                           f"{exc}); install pkbsim {__version__} on every worker") from None
+    if versions != {__version__}:
+        raise ClusterError(f"{where}: the Dask workers run pkbsim "
+                           + ", ".join(sorted(versions)) + f", this client {__version__}; "
+                           "install the same version on both")
+
+
+def pkbsim_version() -> str:
+    """Run on each worker: its own pkbsim's version."""
+    return __version__
+
+
+class LeaveInterruptToClient(distributed.WorkerPlugin):
+    """On the LocalCluster's workers: Ctrl-C, which a terminal sends to every process of the
+    sweep, is the client's to handle (it cancels the tasks and closes the cluster)."""
+
+    def setup(self, worker: Any) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
