@@ -16,6 +16,7 @@ import asyncio
 import concurrent.futures
 import logging
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -45,6 +46,10 @@ QUIET = {"distributed.worker.profile.enabled": False,
          "distributed.admin.tick.interval": "1s",
          "distributed.worker.memory.monitor-interval": "1s",
          "distributed.admin.system-monitor.interval": "2s"}
+# On Linux the workers are forked from the client, which has imported distributed and pkbsim
+# already, as the local pool's are: spawning them (Dask's default) re-imports both in each and
+# took about 1 s of a cheap sweep's start-up and shutdown on 2 cores (docs/measurements.md)
+START = {"distributed.worker.multiprocessing-method": "fork"} if sys.platform == "linux" else {}
 
 
 class ClusterError(PkbsimError):
@@ -105,7 +110,7 @@ def connect(scheduler: str | None, workers: int) -> Iterator[DaskRunner]:
     with ExitStack() as stack:
         stack.enter_context(quiet_client_logs())
         if scheduler is None:
-            with dask.config.set(QUIET):
+            with dask.config.set({**QUIET, **START}):
                 cluster = stack.enter_context(distributed.LocalCluster(
                     n_workers=workers, threads_per_worker=1, processes=True,
                     dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR))
