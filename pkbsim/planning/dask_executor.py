@@ -80,22 +80,25 @@ class DaskRunner:
                 self.client.cancel(list(futures))
 
     def rows(self, future: distributed.Future[Rows], batch: Items) -> Rows:
-        """A finished task's rows; error rows for its points when it failed for good."""
+        """A finished task's rows; error rows for its points when it failed for good.
+
+        The result is waited for even when as_completed has yielded the future: a result lost
+        with its worker before it was gathered is computed again (its status goes back to
+        pending)."""
         try:
-            if future.status == "finished":
-                return list(future.result())
-            if future.status != "cancelled":
-                error = failure(future.exception(), self.retries)
-                return [(i, {**point, "error": error}) for i, point in batch]
+            return list(future.result())
         except (concurrent.futures.CancelledError, asyncio.CancelledError):
-            pass  # cancelled while its result came back
+            raise ClusterError("lost the Dask scheduler (its tasks were cancelled); the "
+                               "finished points are kept: run the same command to resume"
+                               ) from None
+        except Exception as exc:  # the task's own exception, or KilledWorker
+            error = failure(exc, self.retries)
+            return [(i, {**point, "error": error}) for i, point in batch]
         finally:
             future.release()
-        raise ClusterError("lost the Dask scheduler (its tasks were cancelled); the finished "
-                           "points are kept: run the same command to resume")
 
 
-def failure(exc: BaseException | None, retries: int) -> str:
+def failure(exc: BaseException, retries: int) -> str:
     """An error row's text for a batch that failed on the cluster."""
     if isinstance(exc, distributed.KilledWorker):
         return "the Dask workers running this point died (KilledWorker)"

@@ -180,7 +180,7 @@ def test_a_point_whose_workers_always_die_becomes_an_error_row(
     result = run_sweep(grpo_spec(), tmp_path / "d.jsonl", runner=runner)
     failed = [r for r in result.rows if "error" in r]
     assert len(result.rows) == 60 and 1 <= len(failed) < 60
-    assert all("died (KilledWorker)" in r["error"] for r in failed)
+    assert all("died (KilledWorker)" in r["error"] for r in failed), {r["error"] for r in failed}
 
 
 @needs_dask
