@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from pkbsim.compare.gap import decompose, reference_inspection
+from pkbsim.comparator.gap import decompose, reference_inspection
 from pkbsim.datafiles import data_dir
 from pkbsim.task.loader import instantiate, load_task
 from pkbsim.topology import load_topology

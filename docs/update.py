@@ -13,7 +13,9 @@ and holds exactly what that pkbsim command prints; ``<!-- generated-code: pkbsim
 holds the same inside a fenced code block, for terminal tables. The figure
 docs/img/overview.png is the two-panel plot of every task at preset pkb and at its production
 preset (dgx-h100, W = 8 where the preset does not set it); docs/img/gantt_grpo_*.png are the
-timelines of ``pkbsim simulate --task grpo`` under both strategies.
+timelines of ``pkbsim simulate --task grpo`` under both strategies. docs/python.md (and
+docs/img/python_sweep.png) is written whole by docs/python_session.py, a worked session with the
+Python API.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import re
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 DOCS = Path(__file__).resolve().parent
 BLOCK = re.compile(r"(<!-- generated(-code)?: (pkbsim [^>]*?) -->\n)(.*?)(<!-- end generated -->)",
@@ -64,7 +67,23 @@ def markdown_files() -> list[Path]:
 
 
 def stale() -> list[str]:
-    return [p.name for p in markdown_files() if regenerate(p.read_text()) != p.read_text()]
+    names = [p.name for p in markdown_files() if regenerate(p.read_text()) != p.read_text()]
+    session = python_session()
+    if session.stale():
+        names.append(session.PAGE.name)
+    return names
+
+
+def python_session() -> Any:
+    """docs/python_session.py, loaded by path (this file is run as a script and loaded by the
+    tests)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("python_session", DOCS / "python_session.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def overview_figure() -> bytes:
@@ -96,6 +115,9 @@ def main() -> None:
         if new != text:
             path.write_text(new)
             print(f"rewrote {path.relative_to(DOCS.parent)}")
+    session = python_session()
+    session.write()
+    print(f"wrote {session.PAGE.relative_to(DOCS.parent)} and {session.FIGURE}")
     FIGURE.parent.mkdir(exist_ok=True)
     FIGURE.write_bytes(overview_figure())
     print(f"wrote {FIGURE.relative_to(DOCS.parent)}")

@@ -2,7 +2,11 @@
 imports another's private names, renderers and the core never import the CLI, and every file
 pkbsim writes goes through pkbsim.files.
 
-Every import counts: top-level, inside functions and under ``if TYPE_CHECKING``.
+Every import counts: top-level, inside functions and under ``if TYPE_CHECKING``; but for the
+package's own ``pkbsim/__init__.py``, the public façade: it imports nothing of pkbsim when it
+loads (its names load on first use, PEP 562; the imports it has are for type checkers), so it
+is the top of the graph and its edges are left out; ``test_the_facade_loads_lazily`` checks
+that, and that no module inside pkbsim uses the façade's names.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+FACADE = "pkbsim"
 
 
 def imports(name: str) -> Iterator[tuple[str, str, int]]:
@@ -45,6 +50,8 @@ def edges() -> dict[str, set[str]]:
     """Module -> the pkbsim modules it imports (``from pkg import mod`` counts as ``pkg.mod``)."""
     graph: dict[str, set[str]] = {name: set() for name in MODULES}
     for name in MODULES:
+        if name == FACADE:
+            continue
         for module, imported, _ in imports(name):
             target = f"{module}.{imported}" if f"{module}.{imported}" in MODULES else module
             if target in MODULES and target != name:
@@ -92,6 +99,20 @@ def test_the_scan_sees_the_package() -> None:
     assert len(MODULES) > 80
     assert "pkbsim.placement" in graph["pkbsim.roofline"]
     assert "pkbsim.cli.analyze" in graph["pkbsim.cli"]  # ``from pkbsim.cli import analyze``
+
+
+def test_the_facade_loads_lazily() -> None:
+    """pkbsim/__init__.py imports only __future__ and typing when it loads (the rest inside
+    ``if TYPE_CHECKING`` or its ``__getattr__``), and pkbsim's modules take nothing from it
+    but ``__version__`` and submodules."""
+    tree = ast.parse(MODULES[FACADE].read_text())
+    loaded = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert {getattr(n, "module", None) for n in loaded} <= {"__future__", "typing"}
+    used = [f"{name}:{line} imports pkbsim.{imported}" for name in MODULES if name != FACADE
+            for module, imported, line in imports(name)
+            if module == FACADE and imported != "__version__"
+            and f"{FACADE}.{imported}" not in MODULES]
+    assert used == []
 
 
 def test_cycles_are_found() -> None:

@@ -79,41 +79,32 @@ def analyze(
     require_format(fmt, ALL_TASKS)
     if fmt.value not in ONE_TASK:
         raise UsageError(f"--format {fmt.value} works with --all; one task: table or json")
-    from pkbsim.analysis import analyze as run
+    from pkbsim import api
 
     assert task is not None
     if out is not None:
         check_writable(out, "--out")
-    result = run(task, topology, world_size, preset, parse_sets(set_ or []), measured_us,
-                 predict)
-    if fmt is Format.json:
-        from pkbsim.report.analysis_json import render
-
-        write_output(render(result), out)
-    else:
-        from pkbsim.report.analysis_table import analysis_table
-
-        write_output(analysis_table(result), out)
+    report = api.analyze(task, topology=topology, world_size=world_size, preset=preset,
+                         sets=parse_sets(set_ or []), measured_us=measured_us, predict=predict)
+    write_output(report.to_json() if fmt is Format.json else report.to_text(), out)
 
 
 def _analyze_all(topology: str, world_size: int | None, preset: str, sets: dict[str, str],
                  fmt: Format, out: Path | None, filters: list[str], sort: str, reverse: bool,
                  plot: Path | None, ctx: typer.Context) -> None:
-    from pkbsim.analysis import split_topology_overrides
-    from pkbsim.overview import overview, parse_filters
+    from pkbsim import api
+    from pkbsim.overview import parse_filters
     from pkbsim.report import overview_report as report
     from pkbsim.report.overview_plot import overview_plot
-    from pkbsim.topology import load_topology
 
-    parsed = parse_filters(filters)
+    parse_filters(filters)  # a bad --filter fails before the paths are checked
     fmt_image = image_format(plot, "--plot") if plot is not None else ""
     if plot is not None:
         check_writable(plot, "--plot")
     if out is not None:
         check_writable(out, "--out")
-    topo_sets = split_topology_overrides(sets)
-    ov = overview(load_topology(topology, topo_sets), world_size, preset, parsed, sort, reverse,
-                  topology_overrides=topo_sets)
+    ov = api.analyze_all(topology=topology, world_size=world_size, preset=preset, sets=sets,
+                         filters=filters, sort=sort, reverse=reverse).result
     png = overview_plot([ov]) if fmt is Format.html or fmt_image == "png" else b""
     if fmt is Format.html:
         write_output(report.render_html(ov, png, _provenance(ctx, ov)), out)

@@ -70,7 +70,8 @@ def compare_command(problem: str | None, measured: Path | None, measured_us: flo
                     timeline: Path | None = None, command: str = "pkbsim compare") -> None:
     """The command with ``fmt`` as text; ``simulate_fixes=False`` skips the simulated time
     after each fix (tests); ``command``: the command line an HTML page records."""
-    from pkbsim.compare.comparison import compare_measured, reference_timeline
+    from pkbsim import api
+    from pkbsim.comparator.comparison import reference_timeline
     from pkbsim.report import compare_report as report
     from pkbsim.topology import load_topology
 
@@ -80,16 +81,17 @@ def compare_command(problem: str | None, measured: Path | None, measured_us: flo
     for path, option in ((out, "--out"), (plot, "--plot"), (timeline, "--timeline")):
         if path is not None:
             check_writable(path, option)
-    topo = load_topology(topology)
-    result = compare_measured(problem, measured, measured_us, solution, solutions, topo,
-                              world_size, preset, simulate_fixes)
+    result = api.compare(problem, measured=measured, measured_us=measured_us,
+                         solution=solution, solutions=solutions, topology=topology,
+                         world_size=world_size, preset=preset,
+                         simulate_fixes=simulate_fixes).result
     png = report.comparison_plot(result) if fmt == "html" or plot is not None else b""
     text = {"table": report.render_table, "markdown": report.render_markdown,
             "json": report.render_json}.get(fmt)
     if text is None:
         inputs = [(name, path_input(path)) for name, path in (
             ("measured", measured), ("solution", solution), ("solutions", solutions)) if path]
-        inputs += topology_inputs([topo])
+        inputs += topology_inputs([load_topology(topology)])
         write_output(report.render_html(result, png, provenance(command, result.topology,
                                                                 inputs)), out)
     else:
@@ -108,17 +110,10 @@ def compare_command(problem: str | None, measured: Path | None, measured_us: flo
 def _check_options(problem: str | None, measured: Path | None, measured_us: float | None,
                    solution: Path | None, solutions: Path | None, fmt: str,
                    plot: Path | None) -> None:
+    from pkbsim.api import check_compare
+
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
-    if (measured is None) == (measured_us is None):
-        raise UsageError("give either --measured LOGS|CSV or --measured-us TIME")
-    if measured_us is not None and problem is None:
-        raise UsageError("--measured-us needs --problem")
-    if solution is not None and problem is None:
-        raise UsageError("--solution needs --problem (a directory takes --solutions DIR)")
-    if solution is not None and solutions is not None:
-        raise UsageError("give --solution FILE or --solutions DIR, not both")
-    if solutions is not None and not solutions.expanduser().is_dir():
-        raise UsageError("--solutions: not a directory", file=str(solutions))
+    check_compare(problem, measured, measured_us, solution, solutions)
     if plot is not None:
         image_format(plot, "--plot", (".png",))

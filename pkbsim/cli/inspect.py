@@ -9,7 +9,6 @@ are still inspected, and stderr says how many failed.
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -21,7 +20,6 @@ from pkbsim.cli.output import check_writable, write_output
 from pkbsim.errors import UsageError
 
 FORMATS = ("table", "json")
-SHAPE = re.compile(r"\d{1,9}(?:x\d{1,9}){0,7}")
 
 
 def inspect_solutions(
@@ -52,35 +50,16 @@ def inspect_solutions(
 def inspect_command(paths: list[Path], fmt: str, out: Path | None, dtype: str = "bfloat16",
                     world_size: int = 8, shape: str = "1024x1024",
                     run_log: Path | None = None) -> None:
-    from pkbsim.inspection import inspect_path
-    from pkbsim.inspection.profile import Profile
-    from pkbsim.report.inspect_report import render_json, render_table
+    from pkbsim import api
 
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
-    if not SHAPE.fullmatch(shape):
-        raise UsageError(f"--shape {shape}: expected sizes joined by x, e.g. 1024x1024")
-    try:
-        profile = Profile(dtype=dtype, world_size=world_size,
-                          shape=tuple(int(s) for s in shape.split("x")))
-    except ValueError as exc:
-        raise UsageError(f"--dtype {dtype}: {exc}" if "dtype" in str(exc) else str(exc)) \
-            from None
     if out is not None:
         check_writable(out, "--out")
-    if not paths:
-        raise UsageError("give at least one solution file or folder")
-    profiles = None
-    if run_log is not None:
-        from pkbsim.pkb.run_profile import load_run_profiles
-
-        profiles = load_run_profiles(run_log.expanduser())
-    rows = [row for path in paths for row in inspect_path(path, profile)]
-    if profiles is not None:
-        from pkbsim.inspection.reconcile import profiles_for, reconcile
-
-        rows = [reconcile(row, profiles_for(row.file, profiles)) for row in rows]
-    write_output(render_json(rows) if fmt == "json" else render_table(rows), out)
+    report = api.inspect(*paths, dtype=dtype, world_size=world_size, shape=shape,
+                         run_log=run_log)
+    write_output(report.to_json() if fmt == "json" else report.to_text(), out)
+    rows = report.result
     failed = [r for r in rows if r.error is not None]
     if failed:
         sys.stderr.write(f"{len(failed)} of {len(rows)} file(s) could not be inspected: "

@@ -60,25 +60,16 @@ def simulate(
     for path, option in ((out, "--out"), (trace, "--trace"), (gantt, "--gantt")):
         if path is not None:
             check_writable(path, option)
-    from pkbsim.report import sim_report
-    from pkbsim.roofline import roofline
-    from pkbsim.sim.run import run_simulation
+    from pkbsim import api
 
-    result = run_simulation(task, strategy, topology, world_size, preset,
-                            parse_sets(set_ or []), parse_sets(override or [], "--override"),
-                            iterations, trace=trace is not None or gantt is not None,
-                            reference_model=reference_model,
-                            trace_file=str(trace_file) if trace_file is not None else None)
-    roof = roofline(result.instance, result.topology)
-    if fmt is Format.json:
-        write_output(sim_report.render_json(result, roof), out)
-    else:
-        write_output(sim_report.sim_table(result, roof), out)
+    report = api.simulate(task, strategy=strategy, topology=topology, world_size=world_size,
+                          preset=preset, sets=parse_sets(set_ or []),
+                          overrides=parse_sets(override or [], "--override"),
+                          iterations=iterations, trace=trace is not None or gantt is not None,
+                          reference_model=reference_model, trace_file=trace_file)
+    assert isinstance(report, api.SimulationReport)
+    write_output(report.to_json() if fmt is Format.json else report.to_text(), out)
     if trace is not None:
-        from pkbsim.report.trace import chrome_trace
-
-        write_output(chrome_trace(result), trace, "--trace")
+        write_output(report.chrome_trace(), trace, "--trace")
     if gantt is not None:
-        from pkbsim.report.gantt import gantt_chart
-
-        write_output(gantt_chart(result, gantt_fmt), gantt, "--gantt")
+        write_output(report.gantt(gantt_fmt), gantt, "--gantt")

@@ -6,11 +6,9 @@ renderers and matplotlib load inside the command.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -28,12 +26,11 @@ from pkbsim.cli.options import (
     world_size_option,
 )
 from pkbsim.cli.output import check_writable, image_format, write_output
-from pkbsim.errors import InfeasibleError, UsageError
+from pkbsim.errors import UsageError
 from pkbsim.files import is_special
 
 if TYPE_CHECKING:
-    from pkbsim.planning.axes import Axis
-    from pkbsim.planning.sweep import Runner, SweepResult
+    from pkbsim.planning.sweep import SweepResult
 
 FORMATS = ("table", "csv", "json", "markdown", "html")
 
@@ -113,6 +110,7 @@ def sweep(
     from pkbsim.cli.progress import sweep_progress
     from pkbsim.cli.signals import sigterm_as_interrupt
     from pkbsim.planning.evaluate import Target, columns, parse_metrics
+    from pkbsim.planning.request import build_axes, failures, runner_for
     from pkbsim.planning.sweep import SweepSpec, run_sweep
     from pkbsim.report import sweep_plot
 
@@ -155,14 +153,16 @@ def sweep(
         check_writable(stream, "--jsonl", regular=True)
     with sweep_progress() as progress, sigterm_as_interrupt():
         try:
-            with _runner(executor, scheduler, jobs, workers) as runner:
+            with runner_for(executor.value, scheduler, jobs, workers) as runner:
                 result = run_sweep(spec, stream, workers, progress, fresh, runner)
         except KeyboardInterrupt:
             if stream is not None:
                 sys.stderr.write(f"pkbsim: sweep interrupted; finished points are kept in "
                                  f"{stream}: run the same command to resume\n")
             raise
-    _check_some_succeeded(result)
+    warning = failures(result)
+    if warning:
+        sys.stderr.write(warning + "\n")
     notes: list[str] = []
     if baseline is not None:
         result = with_speedups(result, *base)
@@ -183,63 +183,10 @@ def sweep(
         stream.unlink(missing_ok=True)  # its rows are all in --out now
 
 
-def build_axes(target: object, vary: list[str], sizes: str | None, world_size: int | None,
-               sets: list[str]) -> list[Axis]:
-    """Fixed values (--world-size, --set) as one-value axes, then --vary, then --sizes."""
-    from pkbsim.planning.axes import Axis, check_axes, parse_values, parse_vary
-
-    axes: list[Axis] = []
-    if world_size is not None:
-        axes.append(parse_vary(f"world_size={world_size}"))
-    for item in sets:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
-        axis = parse_vary(item)
-        if len(axis.values) != 1:
-            raise UsageError(f"--set {item!r}: one value; vary it with --vary")
-        axes.append(axis)
-    axes += [parse_vary(item) for item in vary]
-    if sizes is not None:
-        if getattr(target, "collective", None) is None:
-            raise UsageError("--sizes works with --collective; for a task, --vary one of its "
-                             "parameters")
-        axes.append(Axis("size", tuple(parse_values(sizes, "--sizes", numeric=True))))
-    check_axes(axes)
-    if not axes:
-        raise UsageError("nothing to sweep: give --vary NAME=VALUES (or --sizes)")
-    return axes
-
-
-def _runner(executor: Executor, scheduler: str | None, jobs: int | None, workers: int
-            ) -> AbstractContextManager[Runner | None]:
-    """None for the local pool; for dask, a connected runner (dask imported only here)."""
-    if executor is Executor.local:
-        if scheduler is not None:
-            raise UsageError("--scheduler works with --executor dask")
-        return contextlib.nullcontext()
-    if scheduler is not None and jobs is not None:
-        raise UsageError("--jobs sizes a LocalCluster; with --scheduler, the cluster's workers "
-                         "run the points")
-    from pkbsim.planning import dask_executor
-
-    return dask_executor.connect(scheduler, workers)
-
-
 def _format_of(out: Path | None) -> Format:
     suffix = out.suffix.lower() if out is not None else ""
     return {".csv": Format.csv, ".json": Format.json, ".md": Format.markdown,
             ".html": Format.html, ".htm": Format.html}.get(suffix, Format.table)
-
-
-def _check_some_succeeded(result: SweepResult) -> None:
-    failed = result.counts.failed
-    if failed and failed == len(result.rows):
-        first = next(str(r["error"]) for r in result.rows if "error" in r)
-        raise InfeasibleError(f"every point failed ({failed}); the first: {first}")
-    if failed:
-        sys.stderr.write(f"pkbsim: {failed} of {len(result.rows)} points failed (see the "
-                         "error column)\n")
 
 
 def _render(result: SweepResult, fmt: Format) -> str:

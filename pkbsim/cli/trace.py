@@ -11,7 +11,6 @@ import typer
 
 from pkbsim.cli.options import Sets, number_option, world_size_option
 from pkbsim.cli.output import write_output
-from pkbsim.errors import UsageError
 
 
 def trace(
@@ -42,51 +41,15 @@ def trace(
 ) -> None:
     """Trace PyTorch references (PKB's, from --pkb-root) or your own torch.distributed
     function at a world size and size, on CPU; prints one line per target."""
+    from pkbsim import api
     from pkbsim.cli.output import parse_sets
-    from pkbsim.trace.launch import MODES, TraceJob, run_trace
 
-    if mode not in MODES:
-        raise UsageError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
-    sets = parse_sets(set_ or [])
-    if (target is None) == (pkb_root is None):
-        raise UsageError("give FILE.py:FUNCTION or --pkb-root (with --task), not both")
-    if pkb_root is not None:
-        problems = _problems(task)
-        unknown = sorted(set(sets) - {"M", "N"})
-        if unknown:
-            raise UsageError(f"--set {unknown[0]}: PKB's inputs take M and N (its --m, --n)")
-        job = TraceJob(world_size, out, pkb_root, problems, int(sets.get("M", 1024)),
-                       int(sets.get("N", 1024)), _commit(pkb_root), timeout_s=timeout,
-                       mode=mode)
-    else:
-        assert target is not None
-        job = TraceJob(world_size, out, function=target, inputs=inputs,
-                       sets=tuple(f"{k}={v}" for k, v in sets.items()), timeout_s=timeout,
-                       mode=mode)
-    outcomes = run_trace(job)
-    lines = []
-    for o in outcomes:
-        lines.append(f"{o.target}: {o.status} ({o.seconds:.1f} s)"
-                     + (f" {o.path}" if o.path else f": {o.error}"))
-    if programs is not None:
-        from pkbsim.trace.fold import fold_into
-
-        for line in fold_into(programs, [o.path for o in outcomes if o.path],
-                              task if target else None):
-            lines.append(line)
-    write_output("\n".join(lines) + "\n", None)
-    if any(o.status != "ok" for o in outcomes):
+    report = api.record_trace(target, pkb_root=pkb_root, task=task, world_size=world_size,
+                              sets=parse_sets(set_ or []), inputs=inputs, mode=mode,
+                              timeout=timeout, out=out, programs=programs, commit=_commit)
+    write_output(report.to_text(), None)
+    if not report.ok:
         raise typer.Exit(1)
-
-
-def _problems(task: str | None) -> tuple[int, ...]:
-    if not task:
-        raise UsageError("--pkb-root needs --task (ids or names, comma-separated, or all)")
-    if task.strip() == "all":
-        return ()  # every reference in the checkout
-    from pkbsim.task.loader import load_task
-
-    return tuple(load_task(name.strip()).id for name in task.split(",") if name.strip())
 
 
 def _commit(root: Path) -> str:

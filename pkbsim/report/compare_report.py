@@ -1,6 +1,6 @@
 """``pkbsim compare`` rendered: a terminal table, Markdown, HTML with the plot embedded, JSON
 (schema ``pkbsim.compare/1``), the attainment and gap-cause plot, and the reference's timeline
-with the measured times marked. The comparison itself is pkbsim.compare.comparison's.
+with the measured times marked. The comparison itself is pkbsim.comparator.comparison's.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import Any
 from rich.table import Table
 
 from pkbsim import __version__
-from pkbsim.compare.comparison import (
+from pkbsim.comparator.comparison import (
     Comparison,
     DirectoryComparison,
     MechanismSummary,
     VariantResult,
 )
-from pkbsim.compare.gap import TERMS
+from pkbsim.comparator.gap import TERMS
 from pkbsim.files import json_text
 from pkbsim.report import html_page as page
 from pkbsim.report.html_page import Provenance
@@ -59,15 +59,19 @@ def _variant_dict(v: VariantResult) -> dict[str, Any]:
     }
 
 
-def render_json(result: DirectoryComparison) -> str:
-    data = {
+def result_dict(result: DirectoryComparison) -> dict[str, Any]:
+    """The whole document of ``--format json``."""
+    return {
         "schema": SCHEMA, "pkbsim_version": __version__, "source": result.source,
         "topology": result.topology,
         "problems": [to_dict(c) for c in result.comparisons],
         "errors": [dataclasses.asdict(e) for e in result.errors],
         "summary": [dataclasses.asdict(s) for s in result.summary],
     }
-    return json_text(data, indent=1) + "\n"
+
+
+def render_json(result: DirectoryComparison) -> str:
+    return json_text(result_dict(result), indent=1) + "\n"
 
 
 # ---------------------------------------------------------------- tables (shared cells)
@@ -251,7 +255,7 @@ def _fraction(v: VariantResult, name: str) -> float:
 
 
 def timeline_chart(comp: Comparison, sim: SimResult) -> bytes:
-    """The simulated reference (``sim``, pkbsim.compare.comparison.reference_timeline) with
+    """The simulated reference (``sim``, pkbsim.comparator.comparison.reference_timeline) with
     t_roof and each measured variant's time marked from the start of the steady iteration."""
     from pkbsim.report.gantt import gantt_chart
 

@@ -35,10 +35,14 @@ def to_dict(row: Inspection) -> dict[str, Any]:
     }
 
 
-def render_json(rows: list[Inspection]) -> str:
-    data = {"schema": SCHEMA, "pkbsim_version": __version__,
+def rows_dict(rows: list[Inspection]) -> dict[str, Any]:
+    """The whole document of ``--format json``."""
+    return {"schema": SCHEMA, "pkbsim_version": __version__,
             "files": [to_dict(r) for r in rows]}
-    return json_text(data, indent=1) + "\n"
+
+
+def render_json(rows: list[Inspection]) -> str:
+    return json_text(rows_dict(rows), indent=1) + "\n"
 
 
 def render_table(rows: list[Inspection]) -> str:

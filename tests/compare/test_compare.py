@@ -13,13 +13,13 @@ import pytest
 from paths import DATA, ROOT
 
 from pkbsim.cli.compare import compare_command
-from pkbsim.compare.comparison import (
+from pkbsim.comparator.comparison import (
     NOT_INSPECTED,
     REFERENCE_GROUP,
     DirectoryComparison,
     compare_problem,
 )
-from pkbsim.compare.gap import TERMS
+from pkbsim.comparator.gap import TERMS
 from pkbsim.errors import PkbsimError
 from pkbsim.inspection.solution import inspect_file
 from pkbsim.pkb.logs import from_value, load_measured

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pkbsim.compare.gap import TERMS, Gap, decompose, reference_inspection
+from pkbsim.comparator.gap import TERMS, Gap, decompose, reference_inspection
 from pkbsim.errors import PkbsimError
 from pkbsim.inspection.vocab import FLAGS, MECHANISMS
 from pkbsim.task.loader import instantiate, load_task

@@ -6,7 +6,7 @@ problem) and :class:`DirectoryComparison` (every problem of a logs folder) out.
 measured time, and solution files); pkbsim.report.compare_report renders the result.
 
 Per variant: attainment = t_roof / measured, speedup = reference measured / variant measured,
-and the gap ``measured - t_roof`` split into ranked causes by pkbsim.compare.gap.decompose
+and the gap ``measured - t_roof`` split into ranked causes by pkbsim.comparator.gap.decompose
 (the reference is described by ``reference_inspection``; a candidate by its solution file's
 inspection, else none, so its whole gap is residual).
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pkbsim.compare.gap import Gap, decompose, reference_inspection
+from pkbsim.comparator.gap import Gap, decompose, reference_inspection
 from pkbsim.errors import PkbsimError, UsageError
 from pkbsim.inspection import Inspection, inspect_file
 from pkbsim.inspection.profile import Profile

@@ -1,0 +1,628 @@
+"""pkbsim's Python API: each command of the command line as a function (docs/python.md).
+
+Every function takes the options of its command, as keyword arguments spelled as the flags
+(``--world-size`` is ``world_size``, ``--set KEY=VALUE`` is ``sets={"KEY": VALUE}``), runs the
+same core code, and returns a report holding the same frozen result object the command
+renders (``.result``). ``to_dict()`` is the command's ``--format json`` document, parsed;
+``to_json()`` its text; ``to_text()`` the terminal table; reports that are tables have
+``to_pandas()`` too (``pip install 'pkbsim[frames]'``). Bad input raises a typed
+:class:`~pkbsim.errors.PkbsimError` (TaskError, TopologyError, UsageError, ...), never
+SystemExit.
+
+Heavy modules (numpy, simpy, matplotlib) load inside the functions, so ``import pkbsim`` stays
+cheap. Nothing here prints; files are written only where an argument names one (``sweep``'s
+``jsonl``, ``record_trace``'s ``out``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pkbsim.bounds import check_option
+from pkbsim.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas
+
+    from pkbsim.analysis import AnalysisResult
+    from pkbsim.comparator.comparison import DirectoryComparison
+    from pkbsim.inspection import Inspection
+    from pkbsim.overview import Overview
+    from pkbsim.planning.sweep import Progress, SweepResult
+    from pkbsim.roofline import Roofline
+    from pkbsim.sim.result import SimResult
+    from pkbsim.task.schema import TaskSpec
+    from pkbsim.topology.schema import Topology
+    from pkbsim.trace.launch import TraceOutcome
+
+Sets = Mapping[str, str | int | float | bool]
+DEFAULT_TOPOLOGY = "dgx-h100"  # pkbsim.topology.loader's, without importing it
+FRAMES_HINT = "pip install 'pkbsim[frames]'"
+
+
+# ---------------------------------------------------------------- reports
+
+
+class Report:
+    """What every report has: the command's JSON document, its text and its table."""
+
+    def to_json(self) -> str:
+        """The command's ``--format json`` output, byte for byte."""
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        """The command's ``--format json`` document (the JSON contract), as a dict."""
+        data = json.loads(self.to_json())
+        assert isinstance(data, dict)
+        return data
+
+    def to_text(self) -> str:
+        """The command's terminal table (``--format table``)."""
+        raise NotImplementedError
+
+
+def frame(records: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None
+          ) -> pandas.DataFrame:
+    """``records`` as a pandas DataFrame; a UsageError with the pip hint without pandas."""
+    try:
+        import pandas
+    except ImportError:
+        raise UsageError(f"to_pandas() needs pandas: {FRAMES_HINT}") from None
+    return pandas.DataFrame.from_records(list(records), columns=columns)
+
+
+@dataclass(frozen=True)
+class AnalysisReport(Report):
+    """One task's roofline (and both strategies' simulated times): ``pkbsim analyze --task``.
+
+    ``result``: the :class:`~pkbsim.analysis.AnalysisResult` the command renders."""
+
+    result: AnalysisResult
+
+    @property
+    def t_roof_us(self) -> float:
+        """The roofline's bound in microseconds (``roofline.t_roof_us``)."""
+        from pkbsim.report.text import json_us
+
+        return json_us(self.result.roofline.t_roof_s)
+
+    @property
+    def binding(self) -> str:
+        """The term that sets the bound: comm, memory, compute or latency."""
+        return self.result.roofline.binding
+
+    def to_json(self) -> str:
+        from pkbsim.report.analysis_json import render
+
+        return render(self.result)
+
+    def to_text(self) -> str:
+        from pkbsim.report.analysis_table import analysis_table
+
+        return analysis_table(self.result)
+
+
+@dataclass(frozen=True)
+class OverviewReport(Report):
+    """Every shipped task's bounds, one row each: ``pkbsim analyze --all``.
+
+    ``result``: the :class:`~pkbsim.overview.Overview` the command renders."""
+
+    result: Overview
+
+    def to_json(self) -> str:
+        from pkbsim.report.overview_report import render_json
+
+        return render_json(self.result)
+
+    def to_text(self) -> str:
+        from pkbsim.report.overview_report import render_table
+
+        return render_table(self.result)
+
+    def to_csv(self) -> str:
+        """``--format csv``."""
+        from pkbsim.report.overview_report import render_csv
+
+        return render_csv(self.result)
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """One row per task, the JSON rows' fields as columns."""
+        return frame(self.to_dict()["rows"])
+
+
+@dataclass(frozen=True)
+class SimulationReport(Report):
+    """One task simulated under a strategy: ``pkbsim simulate``.
+
+    ``result``: the :class:`~pkbsim.sim.result.SimResult`; ``roofline``: the task's bounds on
+    the same topology (the command reports the time over t_roof)."""
+
+    result: SimResult
+    roofline: Roofline
+
+    @property
+    def predicted_us(self) -> float:
+        """The steady-state time of one iteration, in microseconds."""
+        return self.result.predicted_us
+
+    def to_json(self) -> str:
+        from pkbsim.report.sim_report import render_json
+
+        return render_json(self.result, self.roofline)
+
+    def to_text(self) -> str:
+        from pkbsim.report.sim_report import sim_table
+
+        return sim_table(self.result, self.roofline)
+
+    def chrome_trace(self) -> str:
+        """The timeline as Chrome/Perfetto trace JSON (``--trace``; simulate with
+        ``trace=True``)."""
+        from pkbsim.report.trace import chrome_trace
+
+        return chrome_trace(self.result)
+
+    def gantt(self, fmt: str = "png") -> bytes:
+        """The timeline as a Gantt chart, png, svg or pdf bytes (``--gantt``; simulate with
+        ``trace=True``)."""
+        from pkbsim.report.gantt import gantt_chart
+
+        return gantt_chart(self.result, fmt)
+
+
+@dataclass(frozen=True)
+class SweepReport(Report):
+    """Every point of a grid: ``pkbsim sweep`` (and ``simulate(collective=...)``).
+
+    ``result``: the :class:`~pkbsim.planning.sweep.SweepResult`; ``notes``: the baseline's
+    speedup summary lines (None without ``baseline=``); ``warning``: how many points failed,
+    if some did."""
+
+    result: SweepResult
+    notes: tuple[str, ...] | None = None
+    warning: str | None = None
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """Each point: its axis values, the metric columns and ``error``."""
+        return list(self.to_dict()["rows"])
+
+    def to_json(self) -> str:
+        from pkbsim.report.sweep_report import render_json
+
+        return render_json(self.result)
+
+    def to_text(self) -> str:
+        from pkbsim.report.sweep_report import render_table
+
+        notes = "\n" + "\n".join(self.notes) + "\n" if self.notes is not None else ""
+        return render_table(self.result) + notes
+
+    def to_csv(self) -> str:
+        """``--format csv``."""
+        from pkbsim.report.sweep_report import render_csv
+
+        return render_csv(self.result)
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """One row per point: the axes, the metric columns and ``error``."""
+        from pkbsim.report.sweep_report import fields
+
+        return frame(self.rows, fields(self.result))
+
+    def plot(self, x: str | None = None, y: str | None = None, fmt: str = "png") -> bytes:
+        """The command's ``--plot`` (``--x``, ``--y``) as png, svg or pdf bytes."""
+        from pkbsim.report import sweep_plot
+
+        spec, cols = self.result.spec, self.result.columns
+        x, y = x or sweep_plot.default_x(spec), y or sweep_plot.default_y(cols)
+        sweep_plot.check_choice(spec, cols, x, y)
+        return sweep_plot.sweep_plot(self.result, x, y, fmt)
+
+
+@dataclass(frozen=True)
+class ComparisonReport(Report):
+    """Measured kernels against the roofline and the simulator: ``pkbsim compare``.
+
+    ``result``: the :class:`~pkbsim.comparator.comparison.DirectoryComparison`."""
+
+    result: DirectoryComparison
+
+    def to_json(self) -> str:
+        from pkbsim.report.compare_report import render_json
+
+        return render_json(self.result)
+
+    def to_text(self) -> str:
+        from pkbsim.report.compare_report import render_table
+
+        return render_table(self.result)
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """One row per measured variant: the problem's bounds, the variant's attainment,
+        speedup and largest gap cause."""
+        records = []
+        for problem in self.to_dict()["problems"]:
+            head = {k: problem[k] for k in ("problem", "topology", "world_size", "t_roof_us",
+                                            "binding")}
+            head["predicted_nccl_reference_us"] = problem["predicted"]["nccl_reference_us"]
+            head["predicted_custom_best_us"] = problem["predicted"]["custom_best_us"]
+            for v in problem["variants"]:
+                top = v["causes"][0]["name"] if v["causes"] else None
+                records.append({**head, **{k: v[k] for k in (
+                    "variant", "reference", "measured_us", "attainment",
+                    "speedup_vs_reference", "solution", "gap_us")}, "top_cause": top})
+        return frame(records)
+
+
+@dataclass(frozen=True)
+class InspectionReport(Report):
+    """What each solution file does, read from its code: ``pkbsim inspect``.
+
+    ``result``: the :class:`~pkbsim.inspection.Inspection` rows, one per file."""
+
+    result: tuple[Inspection, ...]
+
+    @property
+    def failed(self) -> list[Inspection]:
+        """Rows of files that could not be read or parsed (``error`` set)."""
+        return [r for r in self.result if r.error is not None]
+
+    def to_json(self) -> str:
+        from pkbsim.report.inspect_report import render_json
+
+        return render_json(list(self.result))
+
+    def to_text(self) -> str:
+        from pkbsim.report.inspect_report import render_table
+
+        return render_table(list(self.result))
+
+
+@dataclass(frozen=True)
+class TraceReport:
+    """What ``pkbsim trace`` did: one outcome per target and, with ``programs``, the lines of
+    the reference programs it folded the traces into. ``pkbsim trace`` prints ``to_text()``
+    and has no JSON output; ``to_dict()`` is this API's own summary."""
+
+    outcomes: tuple[TraceOutcome, ...]
+    folded: tuple[str, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        """Every target traced."""
+        return all(o.status == "ok" for o in self.outcomes)
+
+    def to_text(self) -> str:
+        lines = [f"{o.target}: {o.status} ({o.seconds:.1f} s)"
+                 + (f" {o.path}" if o.path else f": {o.error}") for o in self.outcomes]
+        return "\n".join([*lines, *self.folded]) + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"targets": [{"target": o.target, "status": o.status, "error": o.error,
+                             "seconds": o.seconds,
+                             "path": str(o.path) if o.path is not None else None}
+                            for o in self.outcomes],
+                "folded": list(self.folded)}
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def sets_text(sets: Sets | None) -> dict[str, str]:
+    """``sets`` as the command line's ``--set KEY=VALUE`` text (true/false for booleans)."""
+    out: dict[str, str] = {}
+    for key, value in (sets or {}).items():
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        elif isinstance(value, (str, int, float)):
+            out[key] = str(value)
+        else:
+            raise UsageError(f"--set {key}: expected a number, a word or true/false, got "
+                             f"{type(value).__name__}")
+    return out
+
+
+def _world_size(value: int | None) -> None:
+    if value is not None:
+        check_option(value, "world_size", "--world-size")
+
+
+def _path(value: str | os.PathLike[str] | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
+# ---------------------------------------------------------------- loaders
+
+
+def load_topology(name: str = DEFAULT_TOPOLOGY, sets: Sets | None = None) -> Topology:
+    """A topology by name (``pkbsim topo list``) or YAML path, with dotted ``sets``
+    (``{"scale_up.link_bandwidth_GBps": 50}``) applied: ``pkbsim topo show``."""
+    from pkbsim.analysis import split_topology_overrides
+    from pkbsim.topology.loader import load_topology as load
+
+    return load(name, split_topology_overrides(sets_text(sets)))
+
+
+def load_task(name: str) -> TaskSpec:
+    """A task by id, name, alias (``grpo``) or YAML path: ``pkbsim tasks show``."""
+    from pkbsim.task.loader import load_task as load
+
+    return load(name)
+
+
+# ---------------------------------------------------------------- commands
+
+
+def analyze(task: str, *, topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
+            preset: str = "pkb", sets: Sets | None = None, measured_us: float | None = None,
+            predict: bool = True) -> AnalysisReport:
+    """Roofline bounds of one task on one topology: ``pkbsim analyze --task TASK``.
+
+    ``task``: id, name, alias or YAML path; ``sets``: task parameters and dotted topology
+    fields (``--set``); ``measured_us``: a measured time to report attainment against;
+    ``predict``: also simulate both strategies (``--predict/--no-predict``)."""
+    from pkbsim.analysis import analyze as run
+
+    _world_size(world_size)
+    return AnalysisReport(run(task, topology, world_size, preset, sets_text(sets), measured_us,
+                              predict))
+
+
+def analyze_all(*, topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
+                preset: str = "pkb", sets: Sets | None = None, filters: Sequence[str] = (),
+                sort: str = "id", reverse: bool = False) -> OverviewReport:
+    """Bounds of every shipped task, one row each: ``pkbsim analyze --all``.
+
+    ``sets``: dotted topology fields only; ``filters``: ``KEY=VALUE`` (``--filter``, e.g.
+    ``parallelism=EP``); ``sort``, ``reverse``: ``--sort``, ``--reverse``."""
+    from pkbsim.analysis import split_topology_overrides
+    from pkbsim.overview import overview, parse_filters
+    from pkbsim.topology.loader import load_topology as load
+
+    _world_size(world_size)
+    parsed = parse_filters(list(filters))
+    topo_sets = split_topology_overrides(sets_text(sets))
+    return OverviewReport(overview(load(topology, topo_sets), world_size, preset, parsed, sort,
+                                   reverse, topology_overrides=topo_sets))
+
+
+def simulate(task: str | None = None, *, collective: str | None = None,
+             size: int | str | None = None, strategy: str = "nccl_reference",
+             topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
+             preset: str = "pkb", sets: Sets | None = None,
+             overrides: Mapping[str, str | int] | None = None, iterations: int = 3,
+             trace: bool = False, reference_model: str = "auto",
+             trace_file: str | os.PathLike[str] | None = None,
+             host_model: str | None = None) -> SimulationReport | SweepReport:
+    """A task under a strategy: ``pkbsim simulate --task TASK`` (a :class:`SimulationReport`);
+    ``trace_file``: a trace from :func:`record_trace` the reference runs (``--trace-file``;
+    alone, the task is made from it); ``trace``: keep the timeline for ``chrome_trace()`` and
+    ``gantt()``.
+
+    Or one collective call alone (``collective="all_reduce"``, ``size``: bytes per rank, a
+    number or ``"1MiB"``): its simulated times and nccl-tests' bandwidths as a one-point
+    :class:`SweepReport`, the same as ``pkbsim sweep --collective KIND --sizes SIZE``."""
+    if collective is not None:
+        if task is not None or trace_file is not None:
+            raise UsageError("give a task (or trace_file) or a collective, not both")
+        if size is None:
+            raise UsageError("a collective needs size= (bytes per rank, e.g. '1MiB')")
+        for name, used in (("strategy", strategy != "nccl_reference"),
+                           ("overrides", bool(overrides)), ("trace", trace),
+                           ("iterations", iterations != 3),
+                           ("reference_model", reference_model != "auto")):
+            if used:
+                raise UsageError(f"{name}= works with a task; a collective runs both "
+                                 "strategies (vary algorithm, mechanism, ... with sweep())")
+        return sweep(collective=collective, sizes=str(size), topology=topology,
+                     world_size=world_size, sets=sets, host_model=host_model, jobs=1)
+    if host_model is not None:
+        raise UsageError("host_model= works with a collective; a task's strategy file sets it")
+    from pkbsim.roofline import roofline
+    from pkbsim.sim.run import run_simulation
+
+    _world_size(world_size)
+    result = run_simulation(task, strategy, topology, world_size, preset, sets_text(sets),
+                            {k: str(v) for k, v in (overrides or {}).items()}, iterations,
+                            trace=trace, reference_model=reference_model,
+                            trace_file=str(trace_file) if trace_file is not None else None)
+    return SimulationReport(result, roofline(result.instance, result.topology))
+
+
+def sweep(task: str | None = None, *, collective: str | None = None,
+          vary: Mapping[str, str | Sequence[str | int | float]] | None = None,
+          sizes: str | None = None, topology: str = DEFAULT_TOPOLOGY,
+          world_size: int | None = None, preset: str = "pkb", sets: Sets | None = None,
+          metrics: Sequence[str] = (), host_model: str | None = None,
+          baseline: str | None = None, jsonl: str | os.PathLike[str] | None = None,
+          fresh: bool = False, jobs: int | None = None, executor: str = "local",
+          scheduler: str | None = None, progress: Progress | None = None) -> SweepReport:
+    """A task or one collective over a grid: ``pkbsim sweep``.
+
+    ``vary``: axis name to values, a list (``[2, 4, 8]``) or the command's text
+    (``"1KiB:1GiB:x2"``), in order, the last fastest (``--vary``); ``sizes``: a collective's
+    sizes (``--sizes``); ``sets``: values fixed for every point; ``metrics``: ``--metric``;
+    ``baseline``: ``"AXIS=VALUE"``, adds speedup columns; ``jsonl``: stream finished points to
+    this file and resume from it (``--jsonl``, ``--fresh``); ``jobs``: worker processes
+    (default: every core; 1 runs in this process); ``executor``, ``scheduler``: ``local`` or
+    ``dask``; ``progress``: called with (finished, total). Every point failing is an
+    InfeasibleError; some failing sets ``warning``."""
+    from pkbsim.planning.evaluate import Target, parse_metrics
+    from pkbsim.planning.request import build_axes, failures, runner_for
+    from pkbsim.planning.sweep import SweepSpec, run_sweep
+
+    items = [f"{name}={_values_text(values)}" for name, values in (vary or {}).items()]
+    fixed = [f"{k}={v}" for k, v in sets_text(sets).items()]
+    if jobs is not None:
+        check_option(jobs, "jobs", "--jobs")
+    _world_size(world_size)
+    if task is None and collective is None and "task" in (vary or {}):
+        task = "1"  # a placeholder: every point names its task (vary task=...)
+    target = Target(task=task, collective=collective, topology=topology, preset=preset,
+                    host_model=host_model)
+    spec = SweepSpec(target, tuple(build_axes(target, items, sizes, world_size, fixed)),
+                     parse_metrics(list(metrics)))
+    base: tuple[str, Any] | None = None
+    if baseline is not None:
+        from pkbsim.planning.baseline import parse_baseline
+
+        base = parse_baseline(baseline, {a.name: a.values for a in spec.axes})
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    stream = _path(jsonl)
+    with runner_for(executor, scheduler, jobs, workers) as runner:
+        result = run_sweep(spec, stream, workers, progress, fresh, runner)
+    warning = failures(result)
+    notes: tuple[str, ...] | None = None
+    if base is not None:
+        from pkbsim.planning.baseline import speedup_summary, with_speedups
+
+        result = with_speedups(result, *base)
+        notes = tuple(speedup_summary(result, *base))
+    return SweepReport(result, notes, warning)
+
+
+def _values_text(values: str | Sequence[str | int | float]) -> str:
+    if isinstance(values, str):
+        return values
+    return ",".join(str(v) for v in values)
+
+
+def compare(problem: str | None = None, *, measured: str | os.PathLike[str] | None = None,
+            measured_us: float | None = None,
+            solution: str | os.PathLike[str] | None = None,
+            solutions: str | os.PathLike[str] | None = None,
+            topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
+            preset: str = "pkb", simulate_fixes: bool = True) -> ComparisonReport:
+    """Measured kernels against the roofline and the simulator, the gap split into ranked
+    causes: ``pkbsim compare``.
+
+    ``measured``: a PKB logs folder or CSV; or ``problem`` with ``measured_us``; ``solution``
+    (one file, with ``problem``) or ``solutions`` (a folder): the candidates, inspected for the
+    causes; ``simulate_fixes``: also simulate the time after each fix (slower)."""
+    from pkbsim.comparator.comparison import compare_measured
+    from pkbsim.topology.loader import load_topology as load
+
+    paths = {name: _path(value) for name, value in (
+        ("measured", measured), ("solution", solution), ("solutions", solutions))}
+    check_compare(problem, paths["measured"], measured_us, paths["solution"],
+                  paths["solutions"])
+    if measured_us is not None:
+        check_option(measured_us, "measured_us", "--measured-us")
+    return ComparisonReport(compare_measured(
+        problem, paths["measured"], measured_us, paths["solution"], paths["solutions"],
+        load(topology), world_size, preset, simulate_fixes))
+
+
+def check_compare(problem: str | None, measured: Path | None, measured_us: float | None,
+                  solution: Path | None, solutions: Path | None) -> None:
+    """The combinations ``pkbsim compare`` accepts, or a UsageError."""
+    if (measured is None) == (measured_us is None):
+        raise UsageError("give either --measured LOGS|CSV or --measured-us TIME")
+    if measured_us is not None and problem is None:
+        raise UsageError("--measured-us needs --problem")
+    if solution is not None and problem is None:
+        raise UsageError("--solution needs --problem (a directory takes --solutions DIR)")
+    if solution is not None and solutions is not None:
+        raise UsageError("give --solution FILE or --solutions DIR, not both")
+    if solutions is not None and not solutions.expanduser().is_dir():
+        raise UsageError("--solutions: not a directory", file=str(solutions))
+
+
+def inspect(*paths: str | os.PathLike[str], dtype: str = "bfloat16", world_size: int = 8,
+            shape: str | Sequence[int] = "1024x1024",
+            run_log: str | os.PathLike[str] | None = None) -> InspectionReport:
+    """What each solution file (or every ``*.py`` under a folder) does, read from its code:
+    ``pkbsim inspect PATH...``. The branches are read under ``dtype``, ``world_size`` and
+    ``shape`` (PKB's profile by default); ``run_log``: a ``pkbsim run`` output folder whose
+    profiler records are reconciled with the static findings (``--run-log``). A folder's
+    unreadable file is a row with ``error`` (see ``failed``); a lone one raises."""
+    import re
+
+    from pkbsim.inspection import inspect_path
+    from pkbsim.inspection.profile import Profile
+
+    text = shape if isinstance(shape, str) else "x".join(str(s) for s in shape)
+    if not re.fullmatch(r"\d{1,9}(?:x\d{1,9}){0,7}", text):
+        raise UsageError(f"--shape {text}: expected sizes joined by x, e.g. 1024x1024")
+    _world_size(world_size)
+    try:
+        profile = Profile(dtype=dtype, world_size=world_size,
+                          shape=tuple(int(s) for s in text.split("x")))
+    except ValueError as exc:
+        raise UsageError(f"--dtype {dtype}: {exc}" if "dtype" in str(exc) else str(exc)) \
+            from None
+    if not paths:
+        raise UsageError("give at least one solution file or folder")
+    profiles = None
+    if run_log is not None:
+        from pkbsim.pkb.run_profile import load_run_profiles
+
+        profiles = load_run_profiles(Path(run_log).expanduser())
+    rows = [row for path in paths for row in inspect_path(Path(path), profile)]
+    if profiles is not None:
+        from pkbsim.inspection.reconcile import profiles_for, reconcile
+
+        rows = [reconcile(row, profiles_for(row.file, profiles)) for row in rows]
+    return InspectionReport(tuple(rows))
+
+
+def record_trace(target: str | None = None, *,
+                 pkb_root: str | os.PathLike[str] | None = None, task: str | None = None,
+                 world_size: int = 1, sets: Sets | None = None, inputs: str = "make_inputs",
+                 mode: str = "auto", timeout: float = 300.0,
+                 out: str | os.PathLike[str] = "traces",
+                 programs: str | os.PathLike[str] | None = None,
+                 commit: Callable[[Path], str] | None = None) -> TraceReport:
+    """Record what PyTorch dispatches, on CPU, for ``target`` (``"FILE.py:FUNCTION"``, with
+    ``FILE.py`` defining ``inputs``) or PKB's references (``pkb_root`` and ``task``: ids or
+    names, comma-separated, or ``all``): ``pkbsim trace``. One JSON per target under ``out``;
+    ``programs``: also fold them into reference programs there. Feed a trace to
+    ``simulate(trace_file=...)``. ``commit``: how to read the PKB checkout's commit."""
+    from pkbsim.trace.launch import MODES, TraceJob, run_trace
+
+    if mode not in MODES:
+        raise UsageError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
+    check_option(world_size, "world_size", "--world-size")
+    check_option(timeout, "seconds", "--timeout")
+    given = sets_text(sets)
+    if (target is None) == (pkb_root is None):
+        raise UsageError("give FILE.py:FUNCTION or --pkb-root (with --task), not both")
+    if pkb_root is not None:
+        root = Path(pkb_root)
+        problems = _problems(task)
+        unknown = sorted(set(given) - {"M", "N"})
+        if unknown:
+            raise UsageError(f"--set {unknown[0]}: PKB's inputs take M and N (its --m, --n)")
+        job = TraceJob(world_size, Path(out), root, problems, int(given.get("M", 1024)),
+                       int(given.get("N", 1024)), commit(root) if commit else "",
+                       timeout_s=timeout, mode=mode)
+    else:
+        assert target is not None
+        job = TraceJob(world_size, Path(out), function=target, inputs=inputs,
+                       sets=tuple(f"{k}={v}" for k, v in given.items()), timeout_s=timeout,
+                       mode=mode)
+    outcomes = tuple(run_trace(job))
+    folded: list[str] = []
+    if programs is not None:
+        from pkbsim.trace.fold import fold_into
+
+        folded = list(fold_into(Path(programs), [o.path for o in outcomes if o.path],
+                                task if target else None))
+    return TraceReport(outcomes, tuple(folded))
+
+
+def _problems(task: str | None) -> tuple[int, ...]:
+    if not task:
+        raise UsageError("--pkb-root needs --task (ids or names, comma-separated, or all)")
+    if task.strip() == "all":
+        return ()  # every reference in the checkout
+    from pkbsim.task.loader import load_task as load
+
+    return tuple(load(name.strip()).id for name in task.split(",") if name.strip())

@@ -1,0 +1,73 @@
+"""A sweep request as the command line and the Python API both give it: fixed values and
+varied axes to :class:`~pkbsim.planning.axes.Axis` objects, where the points run, and the check
+that at least one point succeeded. Nothing here prints."""
+
+from __future__ import annotations
+
+import contextlib
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+from pkbsim.errors import InfeasibleError, UsageError
+
+if TYPE_CHECKING:
+    from pkbsim.planning.axes import Axis
+    from pkbsim.planning.sweep import Runner, SweepResult
+
+EXECUTORS = ("local", "dask")
+
+
+def build_axes(target: object, vary: list[str], sizes: str | None, world_size: int | None,
+               sets: list[str]) -> list[Axis]:
+    """Fixed values (--world-size, --set) as one-value axes, then --vary, then --sizes."""
+    from pkbsim.planning.axes import Axis, check_axes, parse_values, parse_vary
+
+    axes: list[Axis] = []
+    if world_size is not None:
+        axes.append(parse_vary(f"world_size={world_size}"))
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
+        axis = parse_vary(item)
+        if len(axis.values) != 1:
+            raise UsageError(f"--set {item!r}: one value; vary it with --vary")
+        axes.append(axis)
+    axes += [parse_vary(item) for item in vary]
+    if sizes is not None:
+        if getattr(target, "collective", None) is None:
+            raise UsageError("--sizes works with --collective; for a task, --vary one of its "
+                             "parameters")
+        axes.append(Axis("size", tuple(parse_values(sizes, "--sizes", numeric=True))))
+    check_axes(axes)
+    if not axes:
+        raise UsageError("nothing to sweep: give --vary NAME=VALUES (or --sizes)")
+    return axes
+
+
+def runner_for(executor: str, scheduler: str | None, jobs: int | None, workers: int
+               ) -> AbstractContextManager[Runner | None]:
+    """None for the local pool; for dask, a connected runner (dask imported only here)."""
+    if executor not in EXECUTORS:
+        raise UsageError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+    if executor == "local":
+        if scheduler is not None:
+            raise UsageError("--scheduler works with --executor dask")
+        return contextlib.nullcontext()
+    if scheduler is not None and jobs is not None:
+        raise UsageError("--jobs sizes a LocalCluster; with --scheduler, the cluster's workers "
+                         "run the points")
+    from pkbsim.planning import dask_executor
+
+    return dask_executor.connect(scheduler, workers)
+
+
+def failures(result: SweepResult) -> str | None:
+    """An InfeasibleError when every point failed; a warning line when some did; else None."""
+    failed = result.counts.failed
+    if failed and failed == len(result.rows):
+        first = next(str(r["error"]) for r in result.rows if "error" in r)
+        raise InfeasibleError(f"every point failed ({failed}); the first: {first}")
+    if failed:
+        return f"pkbsim: {failed} of {len(result.rows)} points failed (see the error column)"
+    return None
