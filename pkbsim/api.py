@@ -454,21 +454,16 @@ def sweep(task: str | None = None, *, collective: str | None = None,
     (default: every core; 1 runs in this process); ``executor``, ``scheduler``: ``local`` or
     ``dask``; ``progress``: called with (finished, total). Every point failing is an
     InfeasibleError; some failing sets ``warning``."""
-    from pkbsim.planning.evaluate import Target, parse_metrics
-    from pkbsim.planning.request import build_axes, failures, runner_for
-    from pkbsim.planning.sweep import SweepSpec, run_sweep
+    from pkbsim.planning.request import failures, runner_for, sweep_spec
+    from pkbsim.planning.sweep import run_sweep
 
     items = [f"{name}={_values_text(values)}" for name, values in (vary or {}).items()]
     fixed = [f"{k}={v}" for k, v in sets_text(sets).items()]
     if jobs is not None:
         check_option(jobs, "jobs", "--jobs")
     _world_size(world_size)
-    if task is None and collective is None and "task" in (vary or {}):
-        task = "1"  # a placeholder: every point names its task (vary task=...)
-    target = Target(task=task, collective=collective, topology=topology, preset=preset,
-                    host_model=host_model)
-    spec = SweepSpec(target, tuple(build_axes(target, items, sizes, world_size, fixed)),
-                     parse_metrics(list(metrics)))
+    spec = sweep_spec(task, collective, topology, preset, host_model, items, sizes,
+                      world_size, fixed, list(metrics))
     base: tuple[str, Any] | None = None
     if baseline is not None:
         from pkbsim.planning.baseline import parse_baseline

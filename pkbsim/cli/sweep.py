@@ -109,20 +109,16 @@ def sweep(
     parameters, in parallel; results as a table, CSV, JSON or a plot."""
     from pkbsim.cli.progress import sweep_progress
     from pkbsim.cli.signals import sigterm_as_interrupt
-    from pkbsim.planning.evaluate import Target, columns, parse_metrics
-    from pkbsim.planning.request import build_axes, failures, runner_for
-    from pkbsim.planning.sweep import SweepSpec, run_sweep
+    from pkbsim.planning.evaluate import columns
+    from pkbsim.planning.request import failures, runner_for, sweep_spec
+    from pkbsim.planning.sweep import run_sweep
     from pkbsim.report import sweep_plot
 
     if fmt is not None:
         require_format(fmt, FORMATS)
-    if task is None and collective is None and any(
-            item.partition("=")[0].strip() == "task" for item in vary or []):
-        task = "1"  # a placeholder: every point names its task (--vary task=...)
-    target = Target(task=task, collective=collective, topology=topology, preset=preset,
-                    host_model=host_model)
-    spec = SweepSpec(target, tuple(build_axes(target, vary or [], sizes, world_size, set_ or [])),
-                     parse_metrics(metric or []))
+    spec = sweep_spec(task, collective, topology, preset, host_model, vary or [], sizes,
+                      world_size, set_ or [], metric or [])
+    target = spec.target
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
     plot_fmt = image_format(plot, "--plot") if plot is not None else ""
     cols = columns(spec.metrics, target)

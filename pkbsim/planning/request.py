@@ -12,9 +12,25 @@ from pkbsim.errors import InfeasibleError, UsageError
 
 if TYPE_CHECKING:
     from pkbsim.planning.axes import Axis
-    from pkbsim.planning.sweep import Runner, SweepResult
+    from pkbsim.planning.sweep import Runner, SweepResult, SweepSpec
 
 EXECUTORS = ("local", "dask")
+
+
+def sweep_spec(task: str | None, collective: str | None, topology: str, preset: str,
+               host_model: str | None, vary: list[str], sizes: str | None,
+               world_size: int | None, sets: list[str], metrics: list[str]) -> SweepSpec:
+    """The sweep the options describe (``vary`` and ``sets`` as ``NAME=VALUES`` texts)."""
+    from pkbsim.planning.evaluate import Target, parse_metrics
+    from pkbsim.planning.sweep import SweepSpec
+
+    if task is None and collective is None and any(
+            item.partition("=")[0].strip() == "task" for item in vary):
+        task = "1"  # a placeholder: every point names its task (--vary task=...)
+    target = Target(task=task, collective=collective, topology=topology, preset=preset,
+                    host_model=host_model)
+    return SweepSpec(target, tuple(build_axes(target, vary, sizes, world_size, sets)),
+                     parse_metrics(metrics))
 
 
 def build_axes(target: object, vary: list[str], sizes: str | None, world_size: int | None,
