@@ -10,14 +10,18 @@ point can be told from it.
 
 Each figure is one ``python -m pkbsim sweep ...`` child process (imports included), output
 discarded; ``--repeat N`` keeps the fastest of N, the executors taking turns (the costly grid
-runs once).
-Run: ``python benchmarks/bench_sweep_dask.py [--repeat N] [--costly]`` (needs
+runs once). ``--phases`` splits the Dask executor's fixed cost instead: in a new interpreter, as
+the command does it, the fork server started, pkbsim's sweep imported, dask.distributed
+imported, the LocalCluster's 2 workers ready, a 2-point sweep, the close (medians of N).
+Run: ``python benchmarks/bench_sweep_dask.py [--repeat N] [--costly | --phases]`` (needs
 ``pip install 'pkbsim[cluster]'``).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import os
 import platform
 import shlex
@@ -70,15 +74,60 @@ def report(name: str, args: list[str], repeat: int, fixed: float) -> None:
           f"after: {os.getloadavg()[0]:.2f}")
 
 
+PHASES = ("pkbsim sweep imported", "dask.distributed imported", "workers ready",
+          "2-point sweep", "closed")
+
+
+def phases_child() -> None:
+    """In a fresh interpreter: the seconds each step of the Dask executor's start takes."""
+    marks = [time.perf_counter()]
+    from pkbsim.planning import fork_server
+
+    fork_server.start()  # as `pkbsim sweep --executor dask` does first
+    from pkbsim.planning.axes import parse_vary
+    from pkbsim.planning.evaluate import Target, parse_metrics
+    from pkbsim.planning.sweep import SweepSpec, run_sweep
+    marks.append(time.perf_counter())
+    from pkbsim.planning import dask_executor
+    marks.append(time.perf_counter())
+    spec = SweepSpec(Target(collective="all_reduce"), (parse_vary("size=1KiB,2KiB"),),
+                     parse_metrics(["nccl_reference"]))
+    with dask_executor.connect(None, JOBS) as runner:
+        marks.append(time.perf_counter())
+        run_sweep(spec, None, runner=runner)
+        marks.append(time.perf_counter())
+    marks.append(time.perf_counter())
+    print(json.dumps([b - a for a, b in itertools.pairwise(marks)]))
+
+
+def phases(repeat: int) -> None:
+    runs = [json.loads(subprocess.run([sys.executable, __file__, "--phases-child"], check=True,
+                                      capture_output=True, text=True).stdout)
+            for _ in range(repeat)]
+    print(f"Dask executor's fixed cost, {JOBS} workers, medians of {repeat} new interpreters:")
+    for k, name in enumerate(PHASES):
+        print(f"  {sorted(r[k] for r in runs)[len(runs) // 2]:5.2f} s  {name}")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1, help="keep the fastest of N runs")
     parser.add_argument("--costly", action="store_true",
                         help="also the custom_best grid (about 5 minutes a run on 2 cores)")
+    parser.add_argument("--phases", action="store_true",
+                        help="split the Dask executor's fixed cost into its steps instead")
+    parser.add_argument("--phases-child", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.phases_child:
+        phases_child()
+        return
     print(f"machine: {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
           f"Python {platform.python_version()}, {platform.system()}; load average before: "
           f"{os.getloadavg()[0]:.2f} (other processes skew the figures)")
+    if options.phases:
+        phases(options.repeat)
+        return
     tiny_local, tiny_dask = walls(TINY, options.repeat)
     fixed = tiny_dask - tiny_local
     print(f"fixed cost (2-point sweep): local {tiny_local:.2f} s, dask {tiny_dask:.2f} s "

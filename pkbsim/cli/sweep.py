@@ -107,6 +107,10 @@ def sweep(
 ) -> None:
     """Evaluate a task or one collective over a grid of topologies, world sizes, sizes and
     parameters, in parallel; results as a table, CSV, JSON or a plot."""
+    if executor is Executor.dask and scheduler is None:
+        from pkbsim.planning import fork_server
+
+        fork_server.start()  # its imports overlap this command's; harmless if it exits early
     from pkbsim.cli.progress import sweep_progress
     from pkbsim.cli.signals import sigterm_as_interrupt
     from pkbsim.planning.evaluate import columns

@@ -16,7 +16,6 @@ import asyncio
 import concurrent.futures
 import logging
 import signal
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 
 from pkbsim import __version__
 from pkbsim.errors import PkbsimError, UsageError
+from pkbsim.planning import fork_server
 from pkbsim.planning.sweep import Items, Record, Row, SweepSpec, chunks, evaluate_chunk
 
 try:
@@ -46,11 +46,9 @@ QUIET = {"distributed.worker.profile.enabled": False,
          "distributed.admin.tick.interval": "1s",
          "distributed.worker.memory.monitor-interval": "1s",
          "distributed.admin.system-monitor.interval": "2s"}
-# On Linux the workers are forked from the client, which has imported distributed and pkbsim
-# already, as the local pool's are: spawning them (Dask's default) re-imports both in each and
-# took about 1 s of a cheap sweep's start-up and shutdown on 2 cores (docs/measurements.md)
-START = {"distributed.worker.multiprocessing-method": "fork"} if sys.platform == "linux" else {}
-
+# The LocalCluster's workers are forked from a fork server (planning/fork_server.py), not from
+# this process; docs/measurements.md gives each start method's cost
+START = {"distributed.worker.multiprocessing-method": fork_server.METHOD}
 
 class ClusterError(PkbsimError):
     """The Dask scheduler cannot be reached, has no workers, or was lost during the sweep."""
@@ -113,6 +111,7 @@ def connect(scheduler: str | None, workers: int) -> Iterator[DaskRunner]:
     with ExitStack() as stack:
         stack.enter_context(quiet_client_logs())
         if scheduler is None:
+            fork_server.start()  # where the command has not started it already
             with dask.config.set({**QUIET, **START}):
                 cluster = stack.enter_context(distributed.LocalCluster(
                     n_workers=workers, threads_per_worker=1, processes=True,

@@ -24,6 +24,8 @@ from pkbsim.report import sweep_report
 HAS_DASK = importlib.util.find_spec("distributed") is not None
 needs_dask = pytest.mark.skipif(not HAS_DASK, reason="dask.distributed is not installed "
                                 "(pip install 'pkbsim[cluster]')")
+# a hang (a worker that never starts, a close that never returns) fails here within minutes
+pytestmark = pytest.mark.timeout(180)
 LINK = "scale_up.link_bandwidth_GBps"
 CLI_SWEEP = ("sweep", "--collective", "all_reduce", "--sizes", "1KiB:1MiB:x4", "--vary",
              "world_size=4,8", "--metric", "nccl_reference,busbw")
@@ -209,6 +211,22 @@ def test_interrupt_closes_the_local_cluster(tmp_path: Path) -> None:
     assert runner.client.status == "closed"
     assert runner.client.cluster.status.name == "closed"
     assert len(read_results(tmp_path / "c.jsonl", grpo_spec())[0]) == 3
+
+
+@needs_dask
+def test_local_cluster_workers_come_from_the_fork_server_not_the_client() -> None:
+    """Forking the client, whose event-loop threads may hold locks, can hang a worker (a CI run
+    hung at the first forked LocalCluster of this module); the workers' parent must be the fork
+    server, a fresh single-threaded process."""
+    from pkbsim.planning import dask_executor, fork_server
+
+    if fork_server.METHOD != "forkserver":
+        pytest.skip("no fork server on this platform: the workers are spawned")
+    with dask_executor.connect(None, 2) as runner:
+        parents = set(runner.client.run(os.getppid).values())
+        imported = runner.client.run(lambda: "pkbsim.planning.sweep" in sys.modules)
+    assert len(parents) == 1 and os.getpid() not in parents
+    assert all(imported.values())  # preloaded by the fork server, before the first batch
 
 
 def free_port() -> int:
