@@ -219,7 +219,7 @@ def test_html_is_refused_where_it_does_not_apply(cli: Any) -> None:
 # ---------------------------------------------------------------- in a browser
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if not CHROMIUM or not CHROMEDRIVER:
         pytest.skip("no Chromium: the browser tests need chromium and chromedriver (Debian: "
                     "apt-get install chromium chromium-driver; or set PKBSIM_CHROMIUM and "
@@ -230,11 +230,16 @@ def browser() -> Iterator[Any]:
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    # no background connections (update checks, sync, QUIC): CI's network may be closed
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,900", "--force-device-scale-factor=1"):
+                "--window-size=1280,900", "--force-device-scale-factor=1", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--disable-quic", f"--user-data-dir={profile}"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
     try:
         yield driver
     finally:
