@@ -452,8 +452,10 @@ def sweep(task: str | None = None, *, collective: str | None = None,
     ``baseline``: ``"AXIS=VALUE"``, adds speedup columns; ``jsonl``: stream finished points to
     this file and resume from it (``--jsonl``, ``--fresh``); ``jobs``: worker processes
     (default: every core; 1 runs in this process); ``executor``, ``scheduler``: ``local`` or
-    ``dask``; ``progress``: called with (finished, total). Every point failing is an
-    InfeasibleError; some failing sets ``warning``."""
+    ``dask`` (without a scheduler, a LocalCluster whose workers import the main script: in a
+    script, call this under ``if __name__ == "__main__":``); ``progress``: called with
+    (finished, total). Every point failing is an InfeasibleError; some failing sets
+    ``warning``."""
     from pkbsim.planning.request import failures, runner_for, sweep_spec
     from pkbsim.planning.sweep import run_sweep
 

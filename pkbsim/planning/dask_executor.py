@@ -112,15 +112,27 @@ def connect(scheduler: str | None, workers: int) -> Iterator[DaskRunner]:
         stack.enter_context(quiet_client_logs())
         if scheduler is None:
             fork_server.start()  # where the command has not started it already
-            with dask.config.set({**QUIET, **START}):
-                cluster = stack.enter_context(distributed.LocalCluster(
-                    n_workers=workers, threads_per_worker=1, processes=True,
-                    dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR))
+            cluster = stack.enter_context(local_cluster(workers))
             client = stack.enter_context(distributed.Client(cluster))
             client.register_plugin(LeaveInterruptToClient(), name="pkbsim-sweep")
         else:
             client = stack.enter_context(reach(scheduler, CONNECT_TIMEOUT_S))
         yield DaskRunner(client)
+
+
+def local_cluster(workers: int) -> distributed.LocalCluster:
+    """A LocalCluster of ``workers`` single-threaded processes; ClusterError if they do not
+    start, most often because they re-ran a script that starts a sweep at import."""
+    try:
+        with dask.config.set({**QUIET, **START}):
+            return distributed.LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True,
+                dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+    except RuntimeError as exc:  # distributed: "Nanny failed to start."
+        raise ClusterError(
+            f"the LocalCluster's worker processes did not start ({exc}). Each one imports the "
+            "main script, as Python's forkserver and spawn start methods do: in a script, "
+            "call the sweep under `if __name__ == \"__main__\":`") from None
 
 
 @contextmanager

@@ -314,3 +314,35 @@ def test_losing_the_scheduler_is_one_error_and_keeps_the_rows(
     assert info.value.one_line() == ("lost the Dask scheduler (its tasks were cancelled); the "
                                      "finished points are kept: run the same command to resume")
     assert len(read_results(path, grpo_spec())[0]) >= 5
+
+
+SCRIPT = """import pkbsim
+r = pkbsim.sweep(collective="all_reduce", sizes="1KiB,2KiB", metrics=["nccl_reference"],
+                 executor="dask", jobs=2)
+print("rows", len(r.to_dict()["rows"]))
+"""
+
+
+@needs_dask
+@pytest.mark.slow
+@pytest.mark.parametrize("guarded", [True, False], ids=["guarded", "unguarded"])
+def test_a_script_without_a_main_guard_gets_one_clear_error(tmp_path: Path,
+                                                             guarded: bool) -> None:
+    """The workers import the main script (forkserver, like spawn): a script must guard its
+    sweep; one that does not gets a ClusterError naming the fix, not a hang."""
+    import subprocess
+    import textwrap
+
+    body = ("if __name__ == '__main__':\n" + textwrap.indent(SCRIPT, "    ")) if guarded \
+        else SCRIPT
+    script = tmp_path / "planner.py"
+    script.write_text(body)
+    got = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    if guarded:
+        assert got.returncode == 0, got.stderr
+        assert got.stdout.strip().endswith("rows 2")
+    else:
+        assert got.returncode != 0
+        assert "ClusterError: the LocalCluster's worker processes did not start" in got.stderr
+        assert 'call the sweep under `if __name__ == "__main__":`' in got.stderr
