@@ -46,9 +46,7 @@ QUIET = {"distributed.worker.profile.enabled": False,
          "distributed.admin.tick.interval": "1s",
          "distributed.worker.memory.monitor-interval": "1s",
          "distributed.admin.system-monitor.interval": "2s"}
-# The LocalCluster's workers are forked from a fork server (planning/fork_server.py), not from
-# this process; docs/measurements.md gives each start method's cost
-START = {"distributed.worker.multiprocessing-method": fork_server.METHOD}
+
 
 class ClusterError(PkbsimError):
     """The Dask scheduler cannot be reached, has no workers, or was lost during the sweep."""
@@ -123,8 +121,10 @@ def connect(scheduler: str | None, workers: int) -> Iterator[DaskRunner]:
 def local_cluster(workers: int) -> distributed.LocalCluster:
     """A LocalCluster of ``workers`` single-threaded processes; ClusterError if they do not
     start, most often because they re-ran a script that starts a sweep at import."""
+    # the workers come from the fork server (planning/fork_server.py), not from this process
+    start = {"distributed.worker.multiprocessing-method": fork_server.METHOD}
     try:
-        with dask.config.set({**QUIET, **START}):
+        with dask.config.set({**QUIET, **start}):
             return distributed.LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True,
                 dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
