@@ -58,6 +58,14 @@ CASES: tuple[Case, ...] = (
          quick_timeout_s=120.0),
     Case("host.copy", "host to device and back from pinned memory, 1 KiB to 1 GiB", 1,
          "host_copy.py", timeout_s=600.0, quick_timeout_s=120.0),
+    Case("kernels.kinds", "device time of PyTorch's own kernels by kind (elementwise, copy, "
+         "fill, reduction, index, scan, sort, gemm, conv, attention, fft) across sizes, "
+         "counted by pkbsim's trace recorder", 1, "kernel_kinds.py", timeout_s=300.0,
+         quick_timeout_s=120.0),
+    Case("pkb.references", "PKB's references at one rank, a fresh process each, timed by "
+         "PKB's harness at --m 1024 and 4096, twice; GRPO at the blog's sizes (needs a PKB "
+         "checkout: $PKB_ROOT, default .dev/pkb)", 1, "pkb_programs.py", timeout_s=600.0,
+         quick_timeout_s=180.0),
     Case("host.dispatch_multi", "host cost of an eager torch.distributed call with one rank "
          "per GPU (NCCL)", 2, "host_dispatch.py", "torchrun", 300.0, 120.0),
     Case("peer.copy_engine", "copy-engine peer copies for every GPU pair, one direction and "

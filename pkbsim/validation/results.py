@@ -44,6 +44,16 @@ OPS: dict[str, str] = {
                       "ranks, 2 KiB) from a Python loop; params collective, host_us, gpu_us",
     "host_item_sync": "wall time of .item() on a one-element tensor with the stream idle",
     "host_synchronize": "wall time of torch.cuda.synchronize() with the device idle",
+    # PyTorch's own kernels and PKB's programs (one GPU)
+    "kernel_kind": "device time per call of one PyTorch operator (params.op) at one size, "
+                   "from a CUDA graph replay (params.timing); size_bytes is the bytes read "
+                   "plus written as pkbsim's trace recorder counts them; params kind, kernels, "
+                   "flops, tensor_core",
+    "pkb_reference": "PKB's reference (params.problem) at one rank, in a fresh process, timed "
+                     "by PKB's harness: time_us is PKB's mean per call (500 warm-up, 100 "
+                     "timed); params rows, cols, rep, median_us, host_issue_us",
+    "grpo_blog": "PKB's problem 83 at the blog's sizes at one rank (params seq, vocab), mean "
+                 "per call of 30 timed after 20 warm-up; params rep, host_issue_us",
     # host <-> device (one GPU)
     "h2d_pinned": "host-to-device copy of size_bytes from pinned memory, GPU time of one copy",
     "d2h_pinned": "device-to-host copy of size_bytes to pinned memory, GPU time of one copy",

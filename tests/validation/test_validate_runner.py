@@ -138,14 +138,15 @@ def wait_gone(pid: int, within_s: float = 5.0) -> bool:
 
 def test_registry() -> None:
     keys = [c.key for c in CASES]
-    assert len(keys) == len(set(keys)) == 16
-    assert keys[:7] == ["topology.discover", "hbm.copy_engine", "hbm.sm_copy", "launch.kernel",
-                        "host.dispatch", "host.copy", "host.dispatch_multi"]
+    assert len(keys) == len(set(keys)) == 18
+    assert keys[:9] == ["topology.discover", "hbm.copy_engine", "hbm.sm_copy", "launch.kernel",
+                        "host.dispatch", "host.copy", "kernels.kinds", "pkb.references",
+                        "host.dispatch_multi"]
     assert keys[-5:] == ["nccl.collectives", "nccl.ring_ll", "nccl.ring_ll128",
                          "nccl.ring_simple", "nccl.nvls"]
     by_key = {c.key: c for c in CASES}
-    assert [c.key for c in CASES if c.gpus == 1] == keys[:6]
-    assert all(c.gpus == 2 for c in CASES[6:])
+    assert [c.key for c in CASES if c.gpus == 1] == keys[:8]
+    assert all(c.gpus == 2 for c in CASES[8:])
     assert [c.key for c in CASES if c.launcher == "torchrun"] == ["host.dispatch_multi",
                                                                   *keys[-5:]]
     assert [c.key for c in CASES if c.multicast] == ["nccl.nvls"]
