@@ -1,6 +1,6 @@
 """One model of PKB's reference everywhere: the predicted nccl_reference time pkbsim compare
 shows, the reference's gap decomposition, every what-if that starts from the reference, the
-timeline all run the model ``reference_model`` chooses (the
+timeline and a sweep's nccl_reference all run the model ``reference_model`` chooses (the
 traced program when one is shipped, else the task file's ops), and the output says which."""
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ import pytest
 
 from pkbsim.cli.compare import compare_command
 from pkbsim.comparator.comparison import Comparison, compare_problem, reference_timeline
-from pkbsim.comparator.reference import NO_TRACE
+from pkbsim.comparator.reference import NO_TRACE, OVERRIDDEN, reference_model
 from pkbsim.datafiles import data_dir
 from pkbsim.pkb.logs import from_value
+from pkbsim.planning.evaluate import Target, evaluate
 from pkbsim.sim import Strategy, simulate
+from pkbsim.sim.strategies import OpOverride
 from pkbsim.task.loader import instantiate, load_task
 from pkbsim.task.schema import TaskInstance
 from pkbsim.topology import load_topology
@@ -112,3 +114,20 @@ def test_output_says_which_model(tmp_path: Path) -> None:
                     simulate_fixes=False)
     text = " ".join(table.read_text().split())
     assert f"reference model of 19_blocked_fp8_quantize: {NO_TRACE}" in text
+
+
+@pytest.mark.parametrize("task", ["1", "19"])
+def test_sweep_nccl_reference_is_the_compared_prediction(task: str) -> None:
+    inst = instantiate(load_task(task), 8)
+    row = evaluate(Target(task=task), {"world_size": 8}, ["nccl_reference"])
+    assert row["nccl_reference_us"] == compared(inst).predicted_nccl_reference_us
+
+
+def test_overrides_name_the_task_files_ops() -> None:
+    inst = instantiate(load_task("1"), 8)
+    comm = next(o.id for o in inst.ops if o.category == "comm")
+    ref = reference_model(inst, {comm: OpOverride(algorithm="ring")})
+    assert (ref.source, ref.label) == ("task", OVERRIDDEN)
+    row = evaluate(Target(task="1"), {"world_size": 8, "algorithm": "ring"},
+                   ["nccl_reference"])
+    assert row["nccl_reference_us"] == ref.simulate(topo()).predicted_us
