@@ -100,8 +100,8 @@ def compare_command(problem: str | None, measured: Path | None, measured_us: flo
         write_output(png, plot, "--plot")
     if timeline is not None:
         comp = result.comparisons[0]
-        write_output(report.timeline_chart(comp, reference_timeline(comp, topology, preset)),
-                     timeline, "--timeline")
+        sim = reference_timeline(comp, load_topology(topology))
+        write_output(report.timeline_chart(comp, sim), timeline, "--timeline")
     if result.errors:
         sys.stderr.write(f"{len(result.errors)} problem(s) could not be compared: "
                          + "; ".join(f"{e.problem}: {e.error}" for e in result.errors) + "\n")

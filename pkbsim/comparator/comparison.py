@@ -8,7 +8,10 @@ measured time, and solution files); pkbsim.report.compare_report renders the res
 Per variant: attainment = t_roof / measured, speedup = reference measured / variant measured,
 and the gap ``measured - t_roof`` split into ranked causes by pkbsim.comparator.gap.decompose
 (the reference is described by ``reference_inspection``; a candidate by its solution file's
-inspection, else none, so its whole gap is residual).
+inspection, else none, so its whole gap is residual). One model of PKB's reference per problem
+(pkbsim.comparator.reference.reference_model: the traced program, else the task file's ops)
+gives the predicted nccl_reference time, the reference's inspection, every what-if that starts
+from the reference and the timeline.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pkbsim.comparator.gap import Gap, decompose, reference_inspection
+from pkbsim.comparator.reference import ReferenceModel, reference_model
 from pkbsim.errors import PkbsimError, UsageError
 from pkbsim.inspection import Inspection, inspect_file
 from pkbsim.inspection.profile import Profile
@@ -66,6 +70,7 @@ class Comparison:
     predicted_custom_best_us: float
     reference: VariantResult | None
     candidates: tuple[VariantResult, ...]
+    reference_model: ReferenceModel  # what every nccl_reference time of this problem ran
 
     @property
     def variants(self) -> tuple[VariantResult, ...]:
@@ -109,14 +114,16 @@ def compare_problem(inst: TaskInstance, topo: Topology, measurements: Sequence[M
         raise UsageError(f"no measured time for problem {inst.spec.key}")
     inspections = inspections or {}
     ref = next((m for m in measurements if m.is_reference), None)
+    model = reference_model(inst)
     results = []
     for m in measurements:
         found = inspections.get(m.variant)
         if m.is_reference:
-            mapping: Mapping[str, Any] | None = reference_inspection(inst)
+            mapping: Mapping[str, Any] | None = reference_inspection(inst, model)
         else:
             mapping = dataclasses.asdict(found) if found is not None else None
-        gap = decompose(inst, topo, m.time_s, mapping, simulate_fixes=simulate_fixes)
+        gap = decompose(inst, topo, m.time_s, mapping, simulate_fixes=simulate_fixes,
+                        reference=model)
         mechs = (tuple(mapping["mechanisms"]) if m.is_reference and mapping is not None else
                  found.mechanisms if found is not None and found.error is None else None)
         results.append(VariantResult(
@@ -128,7 +135,7 @@ def compare_problem(inst: TaskInstance, topo: Topology, measurements: Sequence[M
     return Comparison(
         inst.spec.key, topo.name, inst.world_size, first.t_roof_us, first.binding,
         first.predicted_nccl_reference_us, first.predicted_custom_best_us, reference,
-        tuple(r for r in results if not r.is_reference))
+        tuple(r for r in results if not r.is_reference), model)
 
 
 def summarize(comparisons: Sequence[Comparison]) -> tuple[MechanismSummary, ...]:
@@ -169,12 +176,12 @@ def compare_measured(problem: str | None, measured: Path | None, measured_us: fl
                       simulate_fixes, measured)
 
 
-def reference_timeline(comp: Comparison, topology: str, preset: str) -> SimResult:
-    """The simulator's timeline of PKB's reference for this problem (nccl_reference)."""
-    from pkbsim.sim.run import run_simulation
+def reference_timeline(comp: Comparison, topo: Topology) -> SimResult:
+    """The simulator's timeline of PKB's reference for this problem: the model its predicted
+    time ran (``comp.reference_model``), with every flow kept."""
+    from pkbsim.sim import SimOptions
 
-    return run_simulation(comp.problem, "nccl_reference", topology, comp.world_size, preset,
-                          trace=True)
+    return comp.reference_model.simulate(topo, SimOptions(trace=True))
 
 
 def _one_problem(problem: str, measured: Path | None, measured_us: float | None,

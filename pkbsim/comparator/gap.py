@@ -13,11 +13,13 @@ inspection no term has evidence and the whole gap is residual.
 Inspection fields read (a plain mapping; missing flags are false): ``mechanisms`` (list),
 ``nccl_on_hot_path`` (list of torch.distributed call names; ``dist.`` prefixes and anything
 after the name are dropped), every FLAGS name (bool), and optionally ``custom_kernels`` (int,
-kernels launched per call), ``host_syncs`` (int, synchronisations per call) and ``evidence``
-(name -> line numbers or (line, snippet) pairs, quoted in the evidence texts). A mapping with
-a non-empty ``error`` (a file inspection could not read) counts as no inspection.
-:func:`reference_inspection` builds the mapping that describes PKB's reference from the task
-file.
+kernels launched per call), ``host_syncs`` (int, synchronisations per call), ``evidence``
+(name -> line numbers or (line, snippet) pairs, quoted in the evidence texts) and ``program``
+(a ``pkbsim.trace.program.Program``: the traced reference program the implementation runs). A
+mapping with a non-empty ``error`` (a file inspection could not read) counts as no inspection.
+:func:`reference_inspection` builds the mapping that describes PKB's reference from the model
+``pkbsim.comparator.reference.reference_model`` chose: its traced program (the collectives it
+calls, its syncs, the program itself) or, without one, the task file's ops.
 
 Symbols (topology): ``L`` latency.kernel_launch_us, ``L_e`` its eager_launch_us (default L),
 ``H_l`` host_launch_us, ``H_c`` host_collective_us, ``H_s`` host_sync_us, ``N_c``
@@ -49,6 +51,8 @@ unknown and it adds to no term (the residual says so).
   NCCL calls (IPC opening is not modelled: a lower bound). P = sum r_o over NCCL-carried ops;
   n_meta = hot-path calls that are neither barriers, queries (get_rank, ...) nor of the kind of
   one of the task's comm ops (an all_gather_object of sizes in an all-to-all task, ...).
+  With a ``program``: P = the program's collective calls, n_meta = 0 (each traced call is
+  counted in P).
 - ``mechanism_inefficiency``: g = sum over ops with a known carrier of max(0, t_c(o) - t*_o).
   Custom: t_c = min_a t_ab(a, k)
   (the best algorithm on the chosen mechanism, so the algorithm's bytes stay out); NCCL:
@@ -65,7 +69,11 @@ unknown and it adds to no term (the residual says so).
   max(repeat x launches, 1) (the reference's eager kernels), less the (K - 1)+ extra custom
   kernels assumed to replace some: U' = max(0, U - (K - 1)+); g = U' L_e + 2 sum_o m_o r_o /
   B_hbm (each comm buffer written to HBM by one kernel and read back by another);
-  h = U' H_l.
+  h = U' H_l. With a ``program`` (its kernels and operators are PyTorch's own): U = its
+  kernels, D = their device time (pkbsim.trace.cost, launches excluded), H = the host time of
+  issuing its operators (each class at its cost) plus ``host_call_us``;
+  g = U' L_e + (U'/U) max(0, D - max(t_mem, t_comp)), h = (U'/U) H. Then T_g is the traced
+  stream's work (NCCL calls, kernels, launches) and T_h its host's, as the simulator runs it.
 
 **Combination.** GPU work T_g = t_roof + sum g; host dispatch T_h = sum h. PKB times iterations
 back to back, so the host runs ahead and only V = max(0, T_h - T_g) of its dispatch shows; the
@@ -80,8 +88,10 @@ What stays in the residual by construction: T_g starts from t_roof, not from the
 carriers' own latency at size (t*_o less its bandwidth time), so a latency-bound kernel the
 terms explain fully still leaves about sum_o (t*_o - t_bw(best_o)) there; a host sync also
 stops the host from running ahead of the GPU, which T_model (max, then + S H_s) ignores.
-Against the simulator, T_model of :func:`reference_inspection` is nccl_reference's predicted
-time within 0.73x-1.15x on all 87 tasks at PKB's sizes on dgx-h100 (median 1.00).
+Against the simulator, T_model of :func:`reference_inspection` is the predicted time of the same
+reference model within 0.77x-1.15x on all 87 tasks at PKB's sizes on dgx-h100 (median 1.00;
+the 82 traced ones 0.77x-1.00x, equal where the host binds and never syncs;
+benchmarks/gap_model_vs_simulator.py).
 
 **Predicted time after a fix** (``pkbsim.sim``): the inspected implementation as the simulator
 can express it is C: ``nccl_reference`` when it launches no custom kernel and every carried op
@@ -92,7 +102,12 @@ algorithm one_shot where used, and pieces = 1 unless overlap_attempt or fused_co
 unfused_pytorch -> custom_best with C's pins (one fused launch); mechanism_inefficiency -> C
 without mechanism pins; excess_bytes -> C without one_shot; missing_overlap -> C with pieces
 searched; host_sync -> C without host syncs; residual -> plain custom_best. grid_capped and
-uncoalesced_peer are reported with the residual; they have no closed form.
+uncoalesced_peer are reported with the residual; they have no closed form. Every
+``nccl_reference`` run (``Gap.predicted_nccl_reference_us``, C, C without host syncs) is of the
+one reference model ``decompose`` is given (``Gap.reference_model`` names it): its traced
+program, whose sync boundaries a fix removes, or the task file's ops, whose ``host_syncs`` it
+zeroes; so PKB's reference's C is its predicted time. ``custom_best`` runs the task file's ops
+(a custom kernel does the task's work, not PyTorch's operators).
 """
 
 from __future__ import annotations
@@ -103,6 +118,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pkbsim.comparator.reference import ReferenceModel, reference_model
 from pkbsim.errors import PkbsimError, UsageError
 from pkbsim.inspection.vocab import FLAGS, MECHANISMS
 from pkbsim.placement import fabric_for, group_context, group_members
@@ -112,6 +128,8 @@ from pkbsim.sim import SimResult, Strategy, nccl, simulate
 from pkbsim.sim.strategies import OpOverride
 from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
 from pkbsim.topology.schema import Topology
+from pkbsim.trace.cost import device_time_s, host_time_s
+from pkbsim.trace.program import Program
 from pkbsim.units import US, format_bytes
 
 TERMS = ("launch_sync_latency", "mechanism_inefficiency", "excess_bytes", "missing_overlap",
@@ -179,6 +197,7 @@ class Gap:
     predicted_nccl_reference_us: float
     predicted_custom_best_us: float
     predicted_candidate_us: float | None  # the simulator's nearest form of the implementation
+    reference_model: str  # the model of PKB's reference every nccl_reference time ran
     notes: tuple[str, ...] = ()
 
     @property
@@ -204,6 +223,7 @@ class Profile:
     kernels: int = 0
     host_syncs: int = 0
     lines: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    program: Program | None = field(default=None, hash=False)  # the reference's traced program
 
     def flag(self, name: str) -> bool:
         return bool(self.flags.get(name, False))
@@ -244,8 +264,11 @@ def read_inspection(data: Mapping[str, Any], source: str = "inspection") -> Prof
     kernels = max(_count(data, "custom_kernels", int(launched), fail), int(launched))
     syncs = _count(data, "host_syncs", len(lines.get("host_sync", ())) or 1, fail) if flags[
         "host_sync"] else 0
+    program = data.get("program")
+    if program is not None and not isinstance(program, Program):
+        raise fail("program", "expected a traced reference program (pkbsim.trace.program)")
     return Profile(frozenset(mechs), tuple(_call_name(c) for c in calls), flags, kernels,
-                   syncs, lines)
+                   syncs, lines, program)
 
 
 _Fail = Callable[[str, str], PkbsimError]
@@ -283,19 +306,40 @@ def _call_name(text: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
-def reference_inspection(inst: TaskInstance) -> dict[str, Any]:
-    """The inspection of PKB's reference, read off the task file: eager PyTorch and NCCL, the
-    task's host synchronisations, no custom kernel, nothing fused or overlapped."""
+def reference_inspection(inst: TaskInstance, reference: ReferenceModel | None = None
+                         ) -> dict[str, Any]:
+    """The inspection of PKB's reference: eager PyTorch and NCCL, no custom kernel, nothing
+    fused or overlapped, read off the model ``reference`` chose (default
+    ``reference_model(inst)``): its traced program (the collectives it calls, its host
+    synchronisations, the program itself under ``program``) or the task file's ops."""
+    ref = reference if reference is not None else reference_model(inst)
+    _same_instance(inst, ref)
     comm = [op for op in inst.ops if isinstance(op, CommOp)]
-    out: dict[str, Any] = {"mechanisms": [NCCL] if comm else [],
-                           "nccl_on_hot_path": sorted({_call_name(op.api or op.kind)
-                                                       for op in comm})}
+    chosen = ref.program
+    if chosen is None:
+        calls = {_call_name(op.api or op.kind) for op in comm}
+        syncs = sum(op.host_syncs * op.repeat for op in inst.ops)
+    else:
+        segments = chosen.program.segments
+        calls = {_call_name(s.collective.name) for s in segments
+                 if s.end == "collective" and s.collective is not None}
+        syncs = sum(s.times for s in segments if s.end == "sync")
+    out: dict[str, Any] = {"mechanisms": [NCCL] if comm or calls else [],
+                           "nccl_on_hot_path": sorted(calls)}
     out.update({name: False for name in FLAGS})
-    syncs = sum(op.host_syncs * op.repeat for op in inst.ops)
     out["host_sync"] = syncs > 0
     out["host_syncs"] = syncs
     out["custom_kernels"] = 0
+    if chosen is not None:
+        out["program"] = chosen.program
     return out
+
+
+def _same_instance(inst: TaskInstance, ref: ReferenceModel) -> None:
+    if ref.inst is not inst and ref.inst != inst:
+        raise UsageError(f"the reference model is of another instance ({ref.inst.spec.key} "
+                         f"at W = {ref.inst.world_size}) than {inst.spec.key} at W = "
+                         f"{inst.world_size}")
 
 
 # ---------------------------------------------------------------- carriers
@@ -385,10 +429,14 @@ def _launch_sync(inst: TaskInstance, topo: Topology, prof: Profile,
     sigma = topo.scale_up.signal_latency_us
     k = prof.kernels
     n_custom = sum(c.bound.op.repeat for c in carried if c.pin and not c.nccl)
-    p = sum(c.bound.op.repeat for c in carried if c.nccl)
     payload = {CALL_KINDS.get(c) for c in prof.calls} & {c.bound.op.kind for c in carried}
     meta = [c for c in prof.calls if c not in BARRIER_CALLS and c not in QUERY_CALLS
             and not (c in CALL_KINDS and CALL_KINDS[c] in payload)]
+    if prof.program is not None:  # the traced calls themselves, each a payload call
+        p = sum(s.times for s in prof.program.segments if s.end == "collective")
+        meta = []
+    else:
+        p = sum(c.bound.op.repeat for c in carried if c.nccl)
     barrier = prof.flag("host_barrier_per_call") or any(c in BARRIER_CALLS for c in prof.calls)
     rdv = prof.flag("per_call_rendezvous")
     barriers = max(n_custom, 1) if prof.flag("device_barrier") else 0
@@ -485,7 +533,9 @@ def _host_sync(topo: Topology, prof: Profile) -> _Raw:
                 "(bound sizes, or compute them on the device).", serial_s=s * h_s * US)
 
 
-def _unfused(inst: TaskInstance, topo: Topology, prof: Profile) -> _Raw:
+def _unfused(inst: TaskInstance, topo: Topology, roof: Roofline, prof: Profile) -> _Raw:
+    if prof.program is not None:
+        return _unfused_program(prof.program, topo, roof, prof)
     compute = [o for o in inst.ops if isinstance(o, ComputeOp)]
     if not compute or prof.flag("fused_comm_compute"):
         why = "fused_comm_compute" if compute else "the task has no compute ops"
@@ -500,40 +550,68 @@ def _unfused(inst: TaskInstance, topo: Topology, prof: Profile) -> _Raw:
             f"({lat.eager_kernel_us:g} us GPU, {lat.host_launch_us:g} us host)")
     if passes:
         text += f"; comm buffers through HBM once more: {format_bytes(passes)}"
-    return _Raw("unfused_pytorch", gpu, left * lat.host_launch_us * US, text,
-                "Fuse the PyTorch ops around the communication into the communicating kernel.")
+    return _Raw("unfused_pytorch", gpu, left * lat.host_launch_us * US, text, FUSE_FIX)
+
+
+FUSE_FIX = "Fuse the PyTorch ops around the communication into the communicating kernel."
+
+
+def _unfused_program(program: Program, topo: Topology, roof: Roofline, prof: Profile) -> _Raw:
+    """The traced reference's eager operators: U kernels at L_e each plus their device time
+    beyond the roofline's max(t_mem, t_comp); the host issuing every operator (its class's
+    cost) and the call itself."""
+    lat = topo.latency
+    kernels = sum(s.kernel_count * s.times for s in program.segments)
+    device_s = math.fsum(device_time_s(s, topo) * s.times for s in program.segments)
+    host_s = lat.host_call_us * US + math.fsum(host_time_s(s, topo) * s.times
+                                               for s in program.segments)
+    if prof.flag("fused_comm_compute") or (kernels == 0 and host_s == 0):
+        why = "fused_comm_compute" if kernels or host_s else "the program issues no operator"
+        return _Raw("unfused_pytorch", 0.0, 0.0, f"none: {why}", None)
+    left = max(0.0, kernels - max(prof.kernels - 1, 0))
+    kept = left / kernels if kernels else 1.0
+    t_mc = max(roof.t_mem_s, roof.t_comp_s)
+    extra_s = max(0.0, device_s - t_mc)
+    gpu = left * lat.eager_kernel_us * US + extra_s * kept
+    text = (f"traced program: {left:g} eager PyTorch kernel(s) x {lat.eager_kernel_us:g} us GPU "
+            f"and {device_s / US:.3g} us of kernel time against max(t_mem, t_comp) "
+            f"{t_mc / US:.3g} us; host {host_s / US:.3g} us issuing its operators")
+    return _Raw("unfused_pytorch", gpu, host_s * kept, text, FUSE_FIX)
 
 
 # ---------------------------------------------------------------- simulator configurations
 
 @dataclass(frozen=True)
 class _Config:
-    base: str  # nccl_reference | custom_best
-    pins: tuple[tuple[str, OpOverride], ...] = ()
-    chunks: int | None = None
-    host_syncs: bool = True
+    base: str  # nccl_reference (the chosen reference model) | custom_best (the task's ops)
+    pins: tuple[tuple[str, OpOverride], ...] = ()  # custom_best only
+    chunks: int | None = None  # custom_best only
+    host_syncs: bool = True  # nccl_reference: keep the reference's host synchronisations
 
 
 class _Sims:
-    """Simulated times of configurations, each run once."""
+    """Simulated times of configurations, each run once. Every nccl_reference configuration
+    runs ``reference`` (its traced program or the task file's ops), with or without its host
+    synchronisations; custom_best runs the task file's ops."""
 
-    def __init__(self, inst: TaskInstance, topo: Topology) -> None:
-        self.inst, self.topo = inst, topo
+    def __init__(self, inst: TaskInstance, topo: Topology, reference: ReferenceModel) -> None:
+        self.inst, self.topo, self.reference = inst, topo, reference
         self.done: dict[_Config, SimResult] = {}
 
     def us(self, cfg: _Config) -> float:
         if cfg.base == "custom_best":
             cfg = replace(cfg, host_syncs=True)  # custom_best makes no host syncs anyway
+        else:
+            assert not cfg.pins and cfg.chunks is None, "pins name the task file's ops"
+            if self.reference.without_host_syncs() is self.reference:
+                cfg = replace(cfg, host_syncs=True)  # it has none to remove
         if cfg not in self.done:
-            inst = self.inst
-            if not cfg.host_syncs:
-                inst = replace(inst, ops=tuple(replace(o, host_syncs=0) for o in inst.ops))
-            # PKB's reference as it is runs its traced program where one is shipped; a fix
-            # (host syncs removed, pins) edits the task file's ops, so it runs that model
-            plain = cfg.base == "nccl_reference" and not cfg.pins and cfg.host_syncs
-            strategy = Strategy(cfg.base, dict(cfg.pins), cfg.chunks,
-                                reference="auto" if plain else "task")
-            self.done[cfg] = simulate(inst, self.topo, strategy)
+            if cfg.base == "nccl_reference":
+                ref = self.reference if cfg.host_syncs else self.reference.without_host_syncs()
+                self.done[cfg] = ref.simulate(self.topo)
+            else:
+                self.done[cfg] = simulate(self.inst, self.topo,
+                                          Strategy(cfg.base, dict(cfg.pins), cfg.chunks))
         return self.done[cfg].predicted_us
 
     def try_us(self, cfg: _Config) -> float | None:
@@ -578,11 +656,15 @@ def _fix_config(name: str, cand: _Config, carried: list[_Carried]) -> _Config:
 
 def decompose(inst: TaskInstance, topo: Topology, measured_s: float,
               inspection: Mapping[str, Any] | None = None, *,
-              simulate_fixes: bool = True) -> Gap:
+              simulate_fixes: bool = True, reference: ReferenceModel | None = None) -> Gap:
     """Split ``measured_s - t_roof`` into the named terms and the residual (module docstring).
-    ``simulate_fixes=False`` skips the per-fix simulations (``predicted_after_fix_us`` None)."""
+    ``simulate_fixes=False`` skips the per-fix simulations (``predicted_after_fix_us`` None).
+    ``reference``: the model of PKB's reference (default ``reference_model(inst)``) that every
+    nccl_reference time runs; give the one ``reference_inspection`` read."""
     if not math.isfinite(measured_s) or measured_s <= 0:
         raise UsageError(f"measured time must be above 0, got {measured_s:g} s")
+    ref = reference if reference is not None else reference_model(inst)
+    _same_instance(inst, ref)
     roof = compute_roofline(inst, topo)
     failed = inspection.get("error") if inspection is not None else None
     prof = read_inspection(inspection) if inspection is not None and not failed else None
@@ -592,7 +674,7 @@ def decompose(inst: TaskInstance, topo: Topology, measured_s: float,
     gap_s = measured_s - roof.t_roof_s
     scale, notes = _scale(gap_s, math.fsum(values.values()), measured_s, roof.t_roof_s)
     notes = ([host_note] if host_note else []) + notes + _input_notes(topo, prof, failed)
-    sims = _Sims(inst, topo)
+    sims = _Sims(inst, topo, ref)
     cand = _candidate_config(prof, carried) if prof is not None else None
     gap_us = gap_s / US
     terms = []
@@ -618,6 +700,7 @@ def decompose(inst: TaskInstance, topo: Topology, measured_s: float,
         predicted_nccl_reference_us=sims.us(_Config("nccl_reference")),
         predicted_custom_best_us=sims.us(_Config("custom_best")),
         predicted_candidate_us=sims.try_us(cand) if cand is not None else None,
+        reference_model=ref.label,
         notes=tuple(notes))
 
 
@@ -657,7 +740,7 @@ def _raws(inst: TaskInstance, topo: Topology, roof: Roofline, prof: Profile | No
         return [_Raw(name, 0.0, 0.0, "none: no inspection", None) for name in TERMS[:-1]]
     return [_launch_sync(inst, topo, prof, carried), _mechanism(carried),
             _excess_bytes(prof, carried), _overlap(inst, roof, prof), _host_sync(topo, prof),
-            _unfused(inst, topo, prof)]
+            _unfused(inst, topo, roof, prof)]
 
 
 def _values(raws: list[_Raw], t_roof_s: float) -> tuple[dict[str, float], float, str | None]:

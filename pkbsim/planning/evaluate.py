@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from pkbsim.collectives.bandwidth import algbw_busbw
+from pkbsim.comparator.reference import reference_model
 from pkbsim.errors import PkbsimError, TopologyError, UsageError
 from pkbsim.fields import load_yaml
 from pkbsim.roofline import roofline
@@ -213,12 +214,17 @@ def instance(target: Target, point: Mapping[str, Any]) -> tuple[TaskInstance, To
 
 
 def _strategy(name: str, inst: TaskInstance, strat: Mapping[str, Any], host: str) -> Strategy:
-    if not strat:
-        return Strategy(name, host_model=host)
-    ops = {op.id: dict(strat) for op in inst.ops if isinstance(op, CommOp)}
-    if not ops:
-        raise UsageError(f"--vary {next(iter(strat))}: task {inst.spec.key} has no comm op")
-    return Strategy(name, parse_overrides(ops, "--vary"), host_model=host)
+    """``name`` with the point's per-op settings; nccl_reference is PKB's reference as
+    ``reference_model`` chooses it (the comparator's choice)."""
+    overrides = {}
+    if strat:
+        ops = {op.id: dict(strat) for op in inst.ops if isinstance(op, CommOp)}
+        if not ops:
+            raise UsageError(f"--vary {next(iter(strat))}: task {inst.spec.key} has no comm op")
+        overrides = parse_overrides(ops, "--vary")
+    if name == "nccl_reference":
+        return reference_model(inst, overrides, host).strategy
+    return Strategy(name, overrides, host_model=host)
 
 
 def evaluate(target: Target, point: Mapping[str, Any], metrics: Sequence[str]

@@ -41,6 +41,8 @@ def to_dict(c: Comparison) -> dict[str, Any]:
         "t_roof_us": c.t_roof_us, "binding": c.binding,
         "predicted": {"nccl_reference_us": c.predicted_nccl_reference_us,
                       "custom_best_us": c.predicted_custom_best_us},
+        "reference_model": {"source": c.reference_model.source,
+                            "label": c.reference_model.label},
         "variants": [_variant_dict(v) for v in c.variants],
     }
 
@@ -116,12 +118,18 @@ def _cause_rows(v: VariantResult) -> list[list[str]]:
             for i, t in enumerate(shown, 1)]
 
 
+def _reference_lines(comparisons: Sequence[Comparison]) -> list[str]:
+    """Which model of PKB's reference each problem's nccl_reference times (the prediction, the
+    reference's causes, every what-if from it) ran."""
+    return [f"reference model of {c.problem}: {c.reference_model.label}" for c in comparisons]
+
+
 def _summary_rows(summary: Sequence[MechanismSummary]) -> list[list[str]]:
     return [[s.mechanism, str(s.variants), f"{s.median_attainment:.1%}"] for s in summary]
 
 
 def _variant_title(c: Comparison, v: VariantResult) -> str:
-    how = ("reference_inspection" if v.is_reference else
+    how = (f"reference_inspection: {c.reference_model.label}" if v.is_reference else
            f"inspected {v.solution}" if v.solution else "no solution file: no inspection")
     return (f"{c.problem} / {v.variant}: measured {_us(v.measured_us)} us - t_roof "
             f"{_us(c.t_roof_us)} us = gap {_us(v.gap.gap_us)} us ({how})")
@@ -139,6 +147,7 @@ def render_table(result: DirectoryComparison) -> str:
     parts: list[object] = [_head(result), ""]
     parts.append(_rich("Per problem (roofline and simulator)", _PROBLEM_HEAD,
                        _problem_rows(result.comparisons)))
+    parts += [f"  {line}" for line in _reference_lines(result.comparisons)]
     parts += ["", _rich("Per variant (measured)", _OVERVIEW_HEAD,
                         _overview_rows(result.comparisons))]
     for c in result.comparisons:
@@ -169,6 +178,7 @@ def render_markdown(result: DirectoryComparison) -> str:
     lines = [f"# pkbsim compare: {result.topology}", "", _head(result) + ".", "",
              "## Per problem (roofline and simulator)", ""]
     lines += markdown_table(_PROBLEM_HEAD, _problem_rows(result.comparisons))
+    lines += [""] + [f"- {line}" for line in _reference_lines(result.comparisons)]
     lines += ["", "## Per variant (measured)", ""]
     lines += markdown_table(_OVERVIEW_HEAD, _overview_rows(result.comparisons))
     for c in result.comparisons:
@@ -192,6 +202,7 @@ def render_html(result: DirectoryComparison, png: bytes, provenance: Provenance)
     body = [page.paragraph(_head(result)),
             page.heading("Per problem (roofline and simulator)"),
             page.table(_PROBLEM_HEAD, _problem_rows(result.comparisons), "per problem"),
+            *(page.paragraph(line, "note") for line in _reference_lines(result.comparisons)),
             page.heading("Per variant (measured)"),
             page.table(_OVERVIEW_HEAD, _overview_rows(result.comparisons), "per variant"),
             page.image(png, "attainment and gap causes")]
