@@ -1,22 +1,17 @@
-"""PKB's references at W = 1 on one H200 against the traced reference model: fit on odd
-problem ids, error on even ones.
+"""PKB's references at W = 1 on one H200 (an earlier run, 2026-12-03) against the traced
+reference model on the shipped calibrated topology: nothing is fitted here.
 
     python benchmarks/pkb_references_traced.py [--measured DIR] [--topology FILE]
 
 Measured (docs/measurements/pkb_references_h200_sizes): each problem in a fresh process at PKB's
 ``--m 1024`` and ``--m 4096`` (``--n 1024``): PKB's mean per call, and from a profile of 10
 calls the host's issue time and the GPU's busy time. Model: the simulator's ``nccl_reference``
-on the calibrated H200 (docs/measurements/h200-1gpu.yaml), running each problem's traced
-program (tasks/traces) at the same W and size.
-
-Fit (odd ids, both sizes): the host cost of a call (latency.host_call_us) and the five host
-costs per operator class (host_view_us, host_launch_us, host_library_us, host_collective_us,
-host_sync_us) by non-negative least
-squares of the relative error of the host time (operators per class x cost) against the
-measured host issue time, on the host-bound rows (issue time at least twice the GPU's busy
-time). Nothing is fitted per problem. The microbenchmark's costs
-(docs/measurements/host_classes_h200.json) are printed beside them, and the error with them too.
-Error (even ids): (predicted - PKB's mean) / PKB's mean, by size, regime and family.
+on the shipped calibrated H200 (docs/measurements/h200-1gpu.yaml, whose host costs and kernel
+kinds `pkbsim calibrate` learnt from a later run's odd problem ids: docs/validation.md),
+running each problem's traced program (tasks/traces) at the same W and size. Only even problem
+ids are scored (the calibration never saw them). Beside it, two older models for comparison:
+the single-operator microbenchmark's host costs (docs/measurements/host_classes_h200.json) and
+the task files' ops.
 """
 
 from __future__ import annotations
@@ -26,9 +21,6 @@ import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
-from scipy.optimize import nnls
 
 from pkbsim.errors import PkbsimError
 from pkbsim.sim import Strategy, simulate
@@ -47,7 +39,6 @@ FIELDS = {"call": "latency.host_call_us", "view": "latency.host_view_us",
           "kernel": "latency.host_launch_us",
           "library": "latency.host_library_us", "collective": "latency.host_collective_us",
           "sync": "latency.host_sync_us"}
-HOST_BOUND = 2.0  # host issue / GPU busy at or above this: a row the host fit uses
 
 
 @dataclass(frozen=True)
@@ -89,22 +80,11 @@ def counts(m: Measured) -> dict[str, float] | None:
     return {"call": 1.0, **{c: totals.get(c, 0.0) for c in CLASSES}}
 
 
-def predict(m: Measured, sets: dict[str, float], reference: str = "auto") -> float:
-    topo = load_topology(str(TOPOLOGY), sets)
+def predict(m: Measured, sets: dict[str, float], topology: Path,
+            reference: str = "auto") -> float:
+    topo = load_topology(str(topology), sets)
     return simulate(instance(m), topo, Strategy("nccl_reference", reference=reference)
                     ).predicted_us
-
-
-def fit(rows: list[Measured]) -> dict[str, float]:
-    a, b = [], []
-    for m in rows:
-        n = counts(m)
-        if n is None or not m.host_us or not m.gpu_us or m.host_us < HOST_BOUND * m.gpu_us:
-            continue
-        a.append([n[c] / m.host_us for c in PARAMS])
-        b.append(1.0)
-    x, _ = nnls(np.array(a), np.array(b))
-    return {c: round(float(v), 2) for c, v in zip(PARAMS, x, strict=True)}
 
 
 def run_to_run(rows: list[Measured]) -> list[float]:
@@ -129,20 +109,24 @@ def summary(errors: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--measured", type=Path, default=MEASURED)
+    parser.add_argument("--topology", type=Path, default=TOPOLOGY)
     args = parser.parse_args()
     rows = [m for m in load_measured(args.measured)]
-    odd = [m for m in rows if m.pid % 2 == 1]
     even = [m for m in rows if m.pid % 2 == 0 and m.mean_us]
-    fitted = fit(odd)
+    shipped = load_topology(str(args.topology)).latency
+    shipped_us = {"call": shipped.host_call_us, "view": shipped.host_view_us,
+                  "kernel": shipped.host_launch_us, "library": shipped.library_us,
+                  "collective": shipped.host_collective_us, "sync": shipped.host_sync_us}
     classes = json.loads(MICRO.read_text())["classes"]
     micro = {c: round(classes["python" if c == "call" else c]["median_us"], 2) for c in PARAMS}
-    print(f"Fitted on {len(odd)} odd rows (host-bound ones), held out: {len(even)} even rows\n")
+    print(f"Scored: {len(even)} even rows (the calibration's held-out half); "
+          f"{args.topology.relative_to(ROOT)} as shipped\n")
     print("| host cost, µs | " + " | ".join(PARAMS) + " |")
     print("|---|" + "---:|" * len(PARAMS))
-    print("| fitted (odd ids) | " + " | ".join(f"{fitted[c]:g}" for c in PARAMS) + " |")
+    print("| shipped calibration | " + " | ".join(f"{shipped_us[c]:.4g}" for c in PARAMS) + " |")
     print("| microbenchmark | " + " | ".join(f"{micro[c]:g}" for c in PARAMS) + " |")
     variants: dict[str, tuple[dict[str, float], str]] = {
-        "traced, fitted host costs": ({FIELDS[c]: fitted[c] for c in PARAMS}, "auto"),
+        "traced, shipped calibration": ({}, "auto"),
         "traced, microbenchmark host costs": ({FIELDS[c]: micro[c] for c in PARAMS},
                                               "auto"),
         "task files (the model before)": ({}, "task"),
@@ -153,10 +137,11 @@ def main() -> None:
         results[label] = {}
         for m in even:
             try:
-                results[label][(m.problem, m.rows)] = predict(m, sets, reference)
+                results[label][(m.problem, m.rows)] = predict(m, sets, args.topology,
+                                                              reference)
             except PkbsimError as exc:
                 skipped.append(f"{m.problem} M={m.rows}: {exc.one_line()}")
-    best = "traced, fitted host costs"
+    best = "traced, shipped calibration"
     print(f"\nHeld-out rows (even ids), predicted against PKB's mean, {best}:\n")
     print("| problem | M | PKB mean µs | predicted µs | error | host issue µs | GPU busy µs "
           "| regime |")

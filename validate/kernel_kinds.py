@@ -203,7 +203,8 @@ def describe(torch: Any, fn: Callable[[], Any]) -> list[Any]:
 
     with recording() as rec:
         fn()
-    torch.cuda.synchronize()
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
     return [op for op in rec.ops if op.kernels > 0]
 
 

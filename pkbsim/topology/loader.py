@@ -11,9 +11,11 @@ from pkbsim.errors import PkbsimError, TopologyError
 from pkbsim.fields import Fields, load_yaml
 from pkbsim.topology.schema import (
     FABRICS,
+    KERNEL_KINDS,
     MECHANISMS,
     PEAK_KEYS,
     Gpu,
+    KernelKind,
     Latency,
     Mechanism,
     Pcie,
@@ -161,12 +163,14 @@ def parse_topology(data: Mapping[str, Any], file: str, sha256: str = "") -> Topo
         raise top.fail("scale_out", f"is required when node.count is {nodes} (> 1)")
     latency = _latency(top.sub("latency"))
     mechanisms = _mechanisms(top.sub("mechanisms"), scale_up)
+    kernels = _kernels(top.sub("kernels")) if top.has("kernels") else {}
+    top.raw("kernels", None)
     sources = {str(k): str(v) for k, v in top.items("sources")}
     top.done()
     return Topology(
         name=name, description=description, gpu=gpu, gpus_per_node=gpus_per_node,
         nodes=nodes, scale_up=scale_up, pcie=pcie, scale_out=scale_out, latency=latency,
-        mechanisms=mechanisms, sources=sources, file=file, sha256=sha256,
+        mechanisms=mechanisms, sources=sources, file=file, sha256=sha256, kernels=kernels,
     )
 
 
@@ -258,6 +262,24 @@ def _latency(f: Fields) -> Latency:
         host_library_us=f.num("host_library_us", lo=0) if f.has("host_library_us") else None,
     )
     f.done()
+    return out
+
+
+def _kernels(f: Fields) -> dict[str, KernelKind]:
+    """Calibrated kernel kinds; a kind left out keeps the built-in estimate
+    (pkbsim.trace.cost.KINDS)."""
+    out: dict[str, KernelKind] = {}
+    for name in f.data:
+        if name not in KERNEL_KINDS:
+            raise f.fail(str(name), f"unknown kernel kind; expected one of: "
+                                    f"{', '.join(KERNEL_KINDS)}")
+        k = f.sub(str(name))
+        out[str(name)] = KernelKind(
+            memory_efficiency=k.num("memory_efficiency", lo=0, hi=2, lo_open=True),
+            compute_efficiency=k.num("compute_efficiency", 1.0, lo=0, hi=1, lo_open=True),
+            fixed_us=k.num("fixed_us", 0.0, lo=0, hi=1e4),
+        )
+        k.done()
     return out
 
 

@@ -152,6 +152,20 @@ class Latency:
         return self.kernel_launch_us if self.eager_launch_us is None else self.eager_launch_us
 
 
+# Kernel kinds of traced programs (pkbsim.trace.classes); a topology may calibrate each.
+KERNEL_KINDS = ("elementwise", "copy", "fill", "reduction", "index", "scan", "sort", "gemm",
+                "conv", "attention", "fft", "linalg", "other")
+
+
+@dataclass(frozen=True)
+class KernelKind:
+    """How fast PyTorch's own kernels of one kind run on this GPU (docs/metrics.md 9.4.1)."""
+
+    memory_efficiency: float  # of the achievable HBM rate (gpu.hbm_bandwidth_GBps x efficiency)
+    compute_efficiency: float  # of the peak of the kernel's type
+    fixed_us: float = 0.0  # per kernel, beyond its launch (a pass's own start and tail)
+
+
 @dataclass(frozen=True)
 class Topology:
     name: str
@@ -165,6 +179,7 @@ class Topology:
     latency: Latency
     mechanisms: dict[str, Mechanism] = field(hash=False)
     sources: dict[str, str] = field(hash=False, default_factory=dict)
+    kernels: dict[str, KernelKind] = field(hash=False, default_factory=dict)  # by kernel kind
     file: str = ""
     sha256: str = ""
 

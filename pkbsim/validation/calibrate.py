@@ -10,6 +10,7 @@ part-way) count.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import math
 from collections.abc import Callable, Iterator
@@ -20,10 +21,12 @@ from typing import Any
 import yaml
 
 from pkbsim.datafiles import display_path
-from pkbsim.errors import TopologyError
+from pkbsim.errors import PkbsimError, TopologyError
 from pkbsim.fields import load_yaml
 from pkbsim.topology.loader import parse_topology
 from pkbsim.topology.schema import Topology
+from pkbsim.trace.cost import kind_of as cost_kind
+from pkbsim.validation import programs
 from pkbsim.validation.fit import (
     AlphaBetaFit,
     FitError,
@@ -109,8 +112,11 @@ def calibrate(results: Results, base: Topology, *, name: str | None = None,
 
 def field_value(topo: Topology, path: str) -> float:
     """A numeric field of ``topo`` by dotted path (``mechanisms.tma.efficiency``)."""
+    parts = path.split(".")
+    if parts[0] == "kernels" and len(parts) == 3:  # uncalibrated kinds: the built-in values
+        return float(getattr(cost_kind(parts[1], topo), parts[2]))
     node: Any = topo
-    for part in path.split("."):
+    for part in parts:
         node = node[part] if isinstance(node, dict) else getattr(node, part)
     if node is None and path == "latency.eager_launch_us":
         return topo.latency.eager_kernel_us  # unset: eager kernels cost kernel_launch_us
@@ -450,9 +456,83 @@ def _nvls(r: _Rules) -> None:
                      "peer line rate")
 
 
+def _host_from_programs(r: _Rules) -> None:
+    """Host costs per operator class learnt from PKB's references (pkbsim.validation.programs);
+    they replace the single-operator microbenchmarks' where both ran."""
+    rows = programs.program_rows(r.by_op.get("pkb_reference", []))
+    if not rows:
+        return
+    keep = {c: _latency_value(r, path) for c, path in programs.HOST_FIELDS.items()}
+    try:
+        fit = programs.fit_host_costs(rows, keep)
+    except PkbsimError as exc:
+        r.skip(list(programs.HOST_FIELDS.values()), f"pkb_reference: {exc.message}")
+        return
+    half = sum(1 for row in rows if row.fit_half)
+    for c, path in programs.HOST_FIELDS.items():
+        if c in fit.skipped:
+            r.skip([path], f"pkb_reference: {fit.skipped[c]}")
+            continue
+        r.put(path, fit.costs_us[c], math.nan, "us", "pkb_reference", fit.rows, fit.rel_rms,
+              f"least squares of log(predicted / measured), costs >= 0, over the {fit.rows} "
+              f"host-bound rows (host issue >= "
+              f"{programs.HOST_BOUND:g} x time per call) of the fit half (odd problem ids, "
+              f"{half} rows), time per call = host_call_us + operators per class x cost "
+              f"(traced programs, tasks/traces); docs/validation.md")
+
+
+def _kernel_kinds(r: _Rules) -> None:
+    """Each kernel kind's efficiency and fixed cost (pkbsim.validation.programs), against the
+    HBM rate and graph-node launch fitted before."""
+    points = programs.kernel_points(r.by_op.get("kernel_kind", []))
+    if not points:
+        return
+    gpu = dataclasses.replace(r.base.gpu, hbm_efficiency=r.value("gpu.hbm_efficiency"))
+    lat = dataclasses.replace(r.base.latency,
+                              kernel_launch_us=r.value("latency.kernel_launch_us"))
+    topo = dataclasses.replace(r.base, gpu=gpu, latency=lat)
+    for kind in sorted(points):
+        prefix = f"kernels.{kind}"
+        fit = programs.fit_kernel_kind(kind, points[kind], topo)
+        if fit is None:
+            r.skip([prefix], f"kernel_kind {kind}: fewer than {programs.MIN_POINTS_PER_KIND} "
+                             f"fit points, or no rate")
+            continue
+        built_in = cost_kind(kind, r.base)
+        which = "compute" if fit.compute_efficiency is not None else "memory"
+        eff = fit.compute_efficiency if which == "compute" else fit.memory_efficiency
+        assert eff is not None
+        work = "FLOPs / (peak" if which == "compute" else "bytes / (B_hbm"
+        note = (f"t per kernel = a + {work} x e), graph replay, the fit half (even positions "
+                f"of each size sweep); a = {fit.intercept_us:.3g} us")
+        memory = fit.memory_efficiency or built_in.memory_efficiency
+        if which == "memory" and memory > 1.0:  # the roofline's rate bounds every kernel
+            note += (f"; {memory:.4g} capped at 1: the achievable HBM rate the roofline uses "
+                     f"(sizes that fit the L2 stream faster)")
+            memory = 1.0
+        r.put(f"{prefix}.memory_efficiency", memory, math.nan, "", "kernel_kind", fit.points,
+              fit.rel_rms,
+              note if which == "memory" else "kept: the built-in estimate (a compute kind)")
+        r.put(f"{prefix}.compute_efficiency",
+              fit.compute_efficiency or built_in.compute_efficiency, math.nan, "",
+              "kernel_kind", fit.points, fit.rel_rms,
+              note if which == "compute" else "kept: the built-in estimate (a memory kind)")
+        r.put(f"{prefix}.fixed_us", fit.fixed_us, math.nan, "us", "kernel_kind", fit.points,
+              fit.rel_rms, f"a {fit.intercept_us:.3g} us less latency.kernel_launch_us "
+                           f"{topo.latency.kernel_launch_us:g} (a graph node's launch), at "
+                           f"least 0")
+
+
+def _latency_value(r: _Rules, path: str) -> float:
+    if path == "latency.host_library_us" and path not in r.fields:
+        return r.base.latency.library_us
+    return r.value(path)
+
+
 # order matters: latencies fitted first are deducted by the rules after them
 RULES: tuple[Callable[[_Rules], None], ...] = (
-    _hbm, _latencies, _kernel_ramp, _copy_engine, _pcie, _sm_mechanisms, _nccl, _nvls)
+    _hbm, _latencies, _kernel_ramp, _copy_engine, _pcie, _sm_mechanisms, _nccl, _nvls,
+    _host_from_programs, _kernel_kinds)
 
 
 def _blocks(m: Measurement) -> float:
@@ -506,7 +586,7 @@ def _set_path(data: dict[str, Any], dotted: str, value: float | int) -> None:
     *parents, key = dotted.split(".")
     node = data
     for part in parents:
-        node = node[part]
+        node = node.setdefault(part, {})  # a section the base lacks (kernels.<kind>)
     if key in node or dotted not in _INSERT_AFTER:
         node[key] = value
         return
