@@ -576,18 +576,23 @@ def record_trace(target: str | None = None, *,
                  mode: str = "auto", timeout: float = 300.0,
                  out: str | os.PathLike[str] = "traces",
                  programs: str | os.PathLike[str] | None = None,
-                 commit: Callable[[Path], str] | None = None) -> TraceReport:
+                 commit: Callable[[Path], str] | None = None, rank: int = 0) -> TraceReport:
     """Record what PyTorch dispatches, on CPU, for ``target`` (``"FILE.py:FUNCTION"``, with
     ``FILE.py`` defining ``inputs``) or PKB's references (``pkb_root`` and ``task``: ids or
     names, comma-separated, or ``all``): ``pkbsim trace``. One JSON per target under ``out``;
     ``programs``: also fold them into reference programs there. Feed a trace to
-    ``simulate(trace_file=...)``. ``commit``: how to read the PKB checkout's commit."""
+    ``simulate(trace_file=...)``. ``commit``: how to read the PKB checkout's commit; ``rank``:
+    the rank recorded (negative counts from the last: -1 is W - 1)."""
     from pkbsim.trace.launch import MODES, TraceJob, run_trace
 
     if mode not in MODES:
         raise UsageError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
     check_option(world_size, "world_size", "--world-size")
     check_option(timeout, "seconds", "--timeout")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not -world_size <= rank < world_size:
+        raise UsageError(f"--rank {rank}: expected a rank of the {world_size} traced "
+                         "(negative counts from the last)")
+    rank %= world_size
     given = sets_text(sets)
     if (target is None) == (pkb_root is None):
         raise UsageError("give FILE.py:FUNCTION or --pkb-root (with --task), not both")
@@ -599,12 +604,12 @@ def record_trace(target: str | None = None, *,
             raise UsageError(f"--set {unknown[0]}: PKB's inputs take M and N (its --m, --n)")
         job = TraceJob(world_size, Path(out), root, problems, int(given.get("M", 1024)),
                        int(given.get("N", 1024)), commit(root) if commit else "",
-                       timeout_s=timeout, mode=mode)
+                       timeout_s=timeout, mode=mode, rank=rank)
     else:
         assert target is not None
         job = TraceJob(world_size, Path(out), function=target, inputs=inputs,
                        sets=tuple(f"{k}={v}" for k, v in given.items()), timeout_s=timeout,
-                       mode=mode)
+                       mode=mode, rank=rank)
     outcomes = tuple(run_trace(job))
     folded: list[str] = []
     if programs is not None:

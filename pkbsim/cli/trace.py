@@ -3,7 +3,6 @@ own, on CPU (fake tensors where the code allows, else real ones on W gloo ranks)
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Annotated
 
@@ -46,26 +45,12 @@ def trace(
     function at a world size and size, on CPU; prints one line per target."""
     from pkbsim import api
     from pkbsim.cli.output import parse_sets
+    from pkbsim.trace.launch import checkout_commit
 
     report = api.record_trace(target, pkb_root=pkb_root, task=task, world_size=world_size,
                               sets=parse_sets(set_ or []), inputs=inputs, mode=mode,
-                              timeout=timeout, out=out, programs=programs, commit=_commit,
+                              timeout=timeout, out=out, programs=programs, commit=checkout_commit,
                               rank=rank)
     write_output(report.to_text(), None)
     if not report.ok:
         raise typer.Exit(1)
-
-
-def _commit(root: Path) -> str:
-    """The checkout's commit, when it is the top of a git work tree (else the empty string:
-    a copy inside another repository must not take that repository's commit)."""
-    try:
-        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel",
-                               "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    lines = done.stdout.split()
-    if done.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != root.resolve():
-        return ""
-    return lines[1]
