@@ -138,7 +138,8 @@ def to_dict(result: SimResult, roof: Roofline) -> dict[str, Any]:
             "pieces_tried": {str(k): v for k, v in sorted(result.tried.items())},
             "overrides": {op: {k: v for k, v in vars(ov).items() if v is not None}
                           for op, ov in sorted(strategy.overrides.items())},
-            **({"reference_model": reference_model(strategy)}
+            **({"reference_model": reference_model(strategy),
+                "reference_program": reference_model_dict(strategy)}
                if strategy.name == "nccl_reference" else {}),
             "host_model": strategy.host_model,
         },
@@ -191,3 +192,11 @@ def reference_model(strategy: Strategy) -> str:
     if strategy.program is not None:
         return strategy.program.describe()
     return "task file (operators and kernels as the task file lists them)"
+
+
+def reference_model_dict(strategy: Strategy) -> dict[str, Any]:
+    """The same as JSON: the method (exact, equivalent, derived, scaled, on_demand, task), the
+    traced points it came from, a warning where the better methods were not possible."""
+    if strategy.program is not None:
+        return strategy.program.to_dict()
+    return {"method": "task", "description": reference_model(strategy), "points": []}

@@ -92,15 +92,16 @@ def test_grpo_follows_its_real_kernels_at_production_size() -> None:
     assert old_small.predicted_us == pytest.approx(old_large.predicted_us)
 
 
-def test_an_untraced_size_scales_the_nearest_point() -> None:
-    r = run_simulation("13", "nccl_reference", "dgx-h100", 8, "pkb", {"M": "8192"})
+def test_an_instance_no_traced_points_vary_to_scales_the_nearest_one() -> None:
+    """llama70b-tp8 sets shapes PKB's M and N cannot: the nearest point, one ratio each for
+    bytes, FLOPs and collective bytes, and a warning saying why."""
+    r = run_simulation("13", "nccl_reference", "dgx-h100", 8, "llama70b-tp8")
     chosen = r.strategy.program
     assert chosen is not None and chosen.how == "scaled"
-    assert chosen.point.world_size == 8
+    assert chosen.point.world_size == 8 and "cannot express it" in chosen.warning
     bytes_ratio = chosen.ratios[0]
     assert bytes_ratio > 1
-    base = run_simulation("13", "nccl_reference", "dgx-h100", 8, "pkb").strategy.program
-    assert base is not None and base.how == "exact"
+    base = chosen.sources[0]
     scaled = sum(k.bytes * k.count for s in chosen.program.segments for k in s.kernels)
     traced = sum(k.bytes * k.count for s in base.program.segments for k in s.kernels)
     assert scaled == pytest.approx(traced * bytes_ratio)
