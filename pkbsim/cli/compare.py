@@ -17,7 +17,9 @@ import typer
 from pkbsim.cli.options import (
     Format,
     Out,
+    PkbRoot,
     Topology,
+    TraceOnDemand,
     format_option,
     number_option,
     world_size_option,
@@ -56,24 +58,29 @@ def compare(
     timeline: Annotated[Path | None, typer.Option(
         help="With --problem: the simulated timeline of PKB's reference with t_roof and each "
              "measured time marked (.png).")] = None,
+    trace_on_demand: TraceOnDemand = True,
+    pkb_root: PkbRoot = None,
 ) -> None:
     """Measured kernels against the roofline and the simulator: attainment, speedup over
     PKB's reference, and the gap split into ranked causes with the fix to try for each."""
     compare_command(problem, measured, measured_us, solution, solutions, topology, world_size,
-                    preset, fmt.value, out, plot, timeline=timeline, command=command_line(ctx))
+                    preset, fmt.value, out, plot, timeline=timeline, command=command_line(ctx),
+                    trace_on_demand=trace_on_demand, pkb_root=pkb_root)
 
 
 def compare_command(problem: str | None, measured: Path | None, measured_us: float | None,
                     solution: Path | None, solutions: Path | None, topology: str,
                     world_size: int | None, preset: str, fmt: str, out: Path | None,
                     plot: Path | None, *, simulate_fixes: bool = True,
-                    timeline: Path | None = None, command: str = "pkbsim compare") -> None:
+                    timeline: Path | None = None, command: str = "pkbsim compare",
+                    trace_on_demand: bool = True, pkb_root: Path | None = None) -> None:
     """The command with ``fmt`` as text; ``simulate_fixes=False`` skips the simulated time
     after each fix (tests); ``command``: the command line an HTML page records."""
     from pkbsim import api
     from pkbsim.comparator.comparison import reference_timeline
     from pkbsim.report import compare_report as report
     from pkbsim.topology import load_topology
+    from pkbsim.trace.on_demand import on_demand
 
     _check_options(problem, measured, measured_us, solution, solutions, fmt, plot)
     if timeline is not None and (problem is None or timeline.suffix.lower() != ".png"):
@@ -84,7 +91,8 @@ def compare_command(problem: str | None, measured: Path | None, measured_us: flo
     result = api.compare(problem, measured=measured, measured_us=measured_us,
                          solution=solution, solutions=solutions, topology=topology,
                          world_size=world_size, preset=preset,
-                         simulate_fixes=simulate_fixes).result
+                         simulate_fixes=simulate_fixes, trace_on_demand=trace_on_demand,
+                         pkb_root=pkb_root).result
     png = report.comparison_plot(result) if fmt == "html" or plot is not None else b""
     text = {"table": report.render_table, "markdown": report.render_markdown,
             "json": report.render_json}.get(fmt)
@@ -100,7 +108,9 @@ def compare_command(problem: str | None, measured: Path | None, measured_us: flo
         write_output(png, plot, "--plot")
     if timeline is not None:
         comp = result.comparisons[0]
-        write_output(report.timeline_chart(comp, reference_timeline(comp, topology, preset)),
+        settings = on_demand(trace_on_demand, pkb_root)
+        write_output(report.timeline_chart(comp, reference_timeline(comp, topology, preset,
+                                                                    settings)),
                      timeline, "--timeline")
     if result.errors:
         sys.stderr.write(f"{len(result.errors)} problem(s) could not be compared: "

@@ -112,6 +112,7 @@ from pkbsim.sim import SimResult, Strategy, nccl, simulate
 from pkbsim.sim.strategies import OpOverride
 from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
 from pkbsim.topology.schema import Topology
+from pkbsim.trace.store import ChosenProgram
 from pkbsim.units import US, format_bytes
 
 TERMS = ("launch_sync_latency", "mechanism_inefficiency", "excess_bytes", "missing_overlap",
@@ -515,10 +516,12 @@ class _Config:
 
 
 class _Sims:
-    """Simulated times of configurations, each run once."""
+    """Simulated times of configurations, each run once; ``reference``: the program PKB's
+    reference as it is runs (None: the shipped points' choice)."""
 
-    def __init__(self, inst: TaskInstance, topo: Topology) -> None:
-        self.inst, self.topo = inst, topo
+    def __init__(self, inst: TaskInstance, topo: Topology,
+                 reference: ChosenProgram | None = None) -> None:
+        self.inst, self.topo, self.reference = inst, topo, reference
         self.done: dict[_Config, SimResult] = {}
 
     def us(self, cfg: _Config) -> float:
@@ -532,7 +535,8 @@ class _Sims:
             # (host syncs removed, pins) edits the task file's ops, so it runs that model
             plain = cfg.base == "nccl_reference" and not cfg.pins and cfg.host_syncs
             strategy = Strategy(cfg.base, dict(cfg.pins), cfg.chunks,
-                                reference="auto" if plain else "task")
+                                reference="auto" if plain else "task",
+                                program=self.reference if plain else None)
             self.done[cfg] = simulate(inst, self.topo, strategy)
         return self.done[cfg].predicted_us
 
@@ -578,7 +582,7 @@ def _fix_config(name: str, cand: _Config, carried: list[_Carried]) -> _Config:
 
 def decompose(inst: TaskInstance, topo: Topology, measured_s: float,
               inspection: Mapping[str, Any] | None = None, *,
-              simulate_fixes: bool = True) -> Gap:
+              simulate_fixes: bool = True, reference: ChosenProgram | None = None) -> Gap:
     """Split ``measured_s - t_roof`` into the named terms and the residual (module docstring).
     ``simulate_fixes=False`` skips the per-fix simulations (``predicted_after_fix_us`` None)."""
     if not math.isfinite(measured_s) or measured_s <= 0:
@@ -592,7 +596,7 @@ def decompose(inst: TaskInstance, topo: Topology, measured_s: float,
     gap_s = measured_s - roof.t_roof_s
     scale, notes = _scale(gap_s, math.fsum(values.values()), measured_s, roof.t_roof_s)
     notes = ([host_note] if host_note else []) + notes + _input_notes(topo, prof, failed)
-    sims = _Sims(inst, topo)
+    sims = _Sims(inst, topo, reference)
     cand = _candidate_config(prof, carried) if prof is not None else None
     gap_us = gap_s / US
     terms = []

@@ -2,10 +2,13 @@
 one for a task instance. Pure: no torch, no PKB checkout.
 
 A file holds one task's traced points, each at a world size and a setting of the task's size
-parameters (PKB's ``--m``/``--n``), with provenance. An instance at a traced point uses that
-point's program as it is (``exact``); any other instance uses the nearest point, at its world
-size if one was traced there, with every kernel's bytes and FLOPs and every collective's bytes
-scaled by the ratio the task file's own expressions give between the two (``scaled``).
+parameters (PKB's ``--m``/``--n``, or a preset's own), with provenance. An instance at a traced
+point uses that point's program as it is (``exact``; also ``equivalent``: a point where the
+task file gives the same values and ops). Any other instance gets a program derived from at
+least three points along each parameter that differs (``derived``, pkbsim.trace.derive); where
+that is not possible, the nearest point with every kernel's bytes and FLOPs and every
+collective's bytes scaled by the ratio the task file's own expressions give between the two
+(``scaled``), with a warning saying why. pkbsim.trace.on_demand traces the instance itself.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from pkbsim.datafiles import data_dir
 from pkbsim.errors import PkbsimError, TaskError
 from pkbsim.inputs import loads_json, read_text
 from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
-from pkbsim.trace.derive import Traced, derive, describe_points
 from pkbsim.trace.program import Program, program_from_dict, program_to_dict
 
 FORMAT = "pkbsim-reference-programs"
@@ -89,6 +91,8 @@ def _where(point: Point) -> str:
 
 
 def _points_text(points: tuple[Point, ...]) -> str:
+    from pkbsim.trace.derive import Traced, describe_points
+
     return describe_points([Traced((("W", float(p.world_size)), *p.sets), p.world_size,
                                    p.program) for p in points])
 
@@ -240,6 +244,8 @@ def _derived(family: list[Point], target: tuple[tuple[str, float], ...],
              ) -> tuple[tuple[int, float], ChosenProgram] | None:
     """The best derivation in one family: the base with the fewest differing parameters (then
     the closest), each with at least three points along it through the base."""
+    from pkbsim.trace.derive import Traced, derive
+
     want = dict(target)
     traced = {c: Traced(c, p.world_size, p.program) for c, p in by_coords.items()}
     candidates = []
