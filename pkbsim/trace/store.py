@@ -185,7 +185,7 @@ def choose(inst: TaskInstance, points: tuple[Point, ...], at: Any) -> ChosenProg
         if same is not None:  # other parameters, but the task file's values and ops agree
             return ChosenProgram(same.program, same, "equivalent", sources=(same,),
                                  asked=target)
-        chosen = _derived(family, target, by_coords, why)
+        chosen = _derived(inst, at, family, target, by_coords, why)
         if chosen is not None:
             found.append(chosen)
     if found:
@@ -239,7 +239,8 @@ def _keys_text(keys: tuple[str, ...]) -> str:
     return ", ".join(("W", *keys))
 
 
-def _derived(family: list[Point], target: tuple[tuple[str, float], ...],
+def _derived(inst: TaskInstance, at: Any, family: list[Point],
+             target: tuple[tuple[str, float], ...],
              by_coords: dict[tuple[tuple[str, float], ...], Point], why: list[str]
              ) -> tuple[tuple[int, float], ChosenProgram] | None:
     """The best derivation in one family: the base with the fewest differing parameters (then
@@ -270,12 +271,64 @@ def _derived(family: list[Point], target: tuple[tuple[str, float], ...],
             why.append(f"the traced programs around {_where(by_coords[base.coords])} differ "
                        "in structure")
             continue
+        used = {t.coords for t in derived.used}
+        off = _task_file_check(inst, at, base.coords,
+                               {a: [t.coords for t in ps if t.coords in used]
+                                for a, ps in series.items()}, target)
+        if off:
+            why.append(f"from {_where(by_coords[base.coords])} the task file's own {off} "
+                       f"does not follow the same fits along {', '.join(series)} "
+                       "(its parameters interact)")
+            continue
         sets = tuple((k, v) for k, v in target if k != "W")
         point = Point(int(want["W"]), sets, derived.program)
         return rank, ChosenProgram(derived.program, point, "derived",
                                    sources=tuple(by_coords[t.coords] for t in derived.used),
                                    along=tuple(series))
     return None
+
+
+CHECK_TOLERANCE = 0.15  # the task file's numbers composed by the fits, against its own
+
+
+def _task_file_check(inst: TaskInstance, at: Any, base: tuple[tuple[str, float], ...],
+                     series: dict[str, list[tuple[tuple[str, float], ...]]],
+                     target: tuple[tuple[str, float], ...]) -> str:
+    """The task file's totals (bytes, FLOPs, collective bytes, collective calls, kernel
+    launches) at the base point, carried to the instance by the same fits along the same
+    points, must land within CHECK_TOLERANCE of its own values there: else the parameters
+    interact (a chunk count that depends on W and M together) or saturate past the points.
+    The quantity that does not, or ""."""
+    from pkbsim.trace.derive import fit
+
+    def numbers(coords: tuple[tuple[str, float], ...]) -> tuple[float, ...] | None:
+        c = dict(coords)
+        made = at(int(c.pop("W")), c)
+        return None if made is None else _task_numbers(made)
+
+    have = numbers(base)
+    if have is None:
+        return "model"
+    along = {a: [(dict(c)[a], numbers(c)) for c in cs] for a, cs in series.items()}
+    want, b, t = _task_numbers(inst), dict(base), dict(target)
+    for i, name in enumerate(("bytes", "FLOPs", "collective bytes", "collective calls",
+                              "kernel launches")):
+        y = have[i]
+        for axis, points in along.items():
+            known = [(x, n[i]) for x, n in points if n is not None]
+            if len({x for x, _ in known}) >= 2:
+                f = fit([x for x, _ in known], [v for _, v in known])
+                y = f.move(y, b[axis], t[axis])
+        if abs(y - want[i]) > CHECK_TOLERANCE * max(abs(want[i]), abs(y)) and max(
+                abs(want[i]), abs(y)) > 0:
+            return name
+    return ""
+
+
+def _task_numbers(inst: TaskInstance) -> tuple[float, ...]:
+    calls = sum(op.repeat for op in inst.ops if isinstance(op, CommOp))
+    launches = sum(op.repeat * op.launches for op in inst.ops if isinstance(op, ComputeOp))
+    return (*totals(inst), float(calls), float(launches))
 
 
 def _nearest_scaled(inst: TaskInstance, points: tuple[Point, ...], at: Any

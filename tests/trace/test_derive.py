@@ -141,3 +141,19 @@ def test_a_size_the_inputs_cap_is_the_traced_point() -> None:
     chosen = r.strategy.program
     assert chosen is not None and chosen.how == "equivalent"
     assert chosen.describe().startswith("traced (W = 8, M=4096; the task file gives")
+
+
+def test_parameters_that_interact_are_not_composed() -> None:
+    """GRPO's chunk count depends on W and M together (4 chunks at W = 1 for every M, 1 to 4 at
+    W = 8): without the W = 8, M = 4096 point, composing M's fit at W = 1 with W's fit at
+    M = 1024 would keep one chunk. The task file's own counts, composed the same way, miss its
+    value there, so that derivation is refused."""
+    from pkbsim.trace.store import load_points
+
+    spec = load_task("grpo")
+    inst = instantiate(spec, 8, "pkb", {"M": 4096})
+    points = tuple(p for p in load_points(spec.key)
+                   if (p.world_size, p.sets) != (8, (("M", 4096.0),)))
+    chosen = choose(inst, points, instantiator(inst))
+    assert chosen is not None and chosen.how == "scaled"
+    assert "its parameters interact" in chosen.warning
