@@ -1,43 +1,25 @@
-"""Tracing the reference at the instance asked, on demand: a stand-in PKB checkout (a tiny
-reference of this test's own), the cache, and the switches that turn it off."""
+"""Tracing the reference at the instance asked, on demand: the tests' tiny PKB checkout, the
+cache, and the switches that turn it off."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from paths import DATA
 
 from pkbsim import api
 from pkbsim.trace import launch
 from pkbsim.trace.on_demand import SWITCH_ENV, cache_folder
 
-REFERENCE = """import torch.distributed as dist
-
-
-def solution(x):
-    y = x * 2
-    dist.all_reduce(y)
-    return y + 1
-"""
-INPUTS = """import torch
-
-
-def create_input_tensor(rank, world_size, problem_id, shape, dtype, trial=0, device="cpu"):
-    return (torch.randn(shape, dtype=dtype, device=device),)
-"""
-
-
 @pytest.fixture
 def pkb_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "pkb"
-    (root / "reference").mkdir(parents=True)
-    (root / "utils").mkdir()
-    (root / "reference" / "1_allreduce.py").write_text(REFERENCE)
-    (root / "utils" / "input_output_tensors.py").write_text(INPUTS)
+    """The tiny PKB checkout of the tests (problem 1: clone, all_reduce, out * 0.5 + 1, on a
+    (M / 256) x (N / 128) tensor), and a cache of this test's own."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv(SWITCH_ENV, raising=False)
     monkeypatch.delenv("PKB_ROOT", raising=False)
-    return root
+    return DATA / "pkb_tiny"
 
 
 def reference_model(report: api.AnalysisReport) -> object:
@@ -83,11 +65,11 @@ def test_an_untraced_instance_is_traced_once_then_read_from_the_cache(
     assert chosen.how == "on_demand", chosen.describe()  # type: ignore[attr-defined]
     cached = Path(chosen.cache)  # type: ignore[attr-defined]
     assert cached.is_file() and cached.parent == cache_folder()
-    assert str(cache_folder()).startswith(str(pkb_root.parent / "cache"))
+    assert cached.name.startswith("1_allreduce.W8.")
     segments = chosen.program.segments  # type: ignore[attr-defined]
-    # the stand-in reference: x * 2, all_reduce of 3072 x 1024 bf16, + 1
+    # the tiny reference: clone, all_reduce of a (3072 / 256) x (1024 / 128) bf16 tensor, ...
     assert [s.end for s in segments] == ["collective", "end"]
-    assert segments[0].collective.bytes == 3072 * 1024 * 2
+    assert segments[0].collective.bytes == 12 * 8 * 2
     no_tracing(monkeypatch)
     again = cli("analyze", "--task", "1", "-w", "8", "--set", "M=3072", "--pkb-root",
                 str(pkb_root))
