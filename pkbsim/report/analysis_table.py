@@ -88,9 +88,9 @@ def _prediction_lines(result: AnalysisResult) -> list[str]:
                          f"{sim.bound_by}; {notes[name]}")
     ref = result.predictions.get("nccl_reference")
     if ref is not None:
-        from pkbsim.report.sim_report import reference_model
+        from pkbsim.trace.store import reference_text
 
-        lines.append("  reference model: " + reference_model(ref.strategy))
+        lines.append("  reference model: " + reference_text(ref.strategy.program))
     return lines
 
 

@@ -17,6 +17,7 @@ from pkbsim.report.text import to_text
 from pkbsim.roofline import Roofline
 from pkbsim.sim.result import SimResult
 from pkbsim.sim.strategies import CommChoice, Strategy
+from pkbsim.trace.store import reference_dict, reference_text
 from pkbsim.units import US, format_bytes
 
 SCHEMA = "pkbsim.simulation/1"
@@ -187,16 +188,9 @@ def _segments(result: SimResult) -> dict[str, Any]:
 
 
 def reference_model(strategy: Strategy) -> str:
-    """Which program the reference ran: a traced one (where and how scaled) or the task file's
-    ops."""
-    if strategy.program is not None:
-        return strategy.program.describe()
-    return "task file (operators and kernels as the task file lists them)"
+    """Which program the reference ran: a traced one (where and how) or the task file's ops."""
+    return reference_text(strategy.program)
 
 
 def reference_model_dict(strategy: Strategy) -> dict[str, Any]:
-    """The same as JSON: the method (exact, equivalent, derived, scaled, on_demand, task), the
-    traced points it came from, a warning where the better methods were not possible."""
-    if strategy.program is not None:
-        return strategy.program.to_dict()
-    return {"method": "task", "description": reference_model(strategy), "points": []}
+    return reference_dict(strategy.program)

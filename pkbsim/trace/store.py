@@ -85,6 +85,22 @@ class ChosenProgram:
                 **({"cache": self.cache} if self.cache else {})}
 
 
+TASK_FILE_MODEL = "task file (operators and kernels as the task file lists them)"
+
+
+def reference_text(chosen: ChosenProgram | None) -> str:
+    """Which program the reference ran: a traced one (where, how) or the task file's ops."""
+    return chosen.describe() if chosen is not None else TASK_FILE_MODEL
+
+
+def reference_dict(chosen: ChosenProgram | None) -> dict[str, Any]:
+    """The same as JSON: the method (exact, equivalent, derived, scaled, on_demand, task), the
+    traced points it came from (the base first), a warning where better methods failed."""
+    if chosen is not None:
+        return chosen.to_dict()
+    return {"method": "task", "description": TASK_FILE_MODEL, "points": []}
+
+
 def _where(point: Point) -> str:
     sets = ", ".join(f"{k}={v:g}" for k, v in point.sets)
     return f"W = {point.world_size}" + (f", {sets}" if sets else "")
@@ -168,7 +184,7 @@ def choose(inst: TaskInstance, points: tuple[Point, ...], at: Any) -> ChosenProg
     if not points:
         return None
     why: list[str] = []
-    found: list[tuple[tuple[int, float], ChosenProgram]] = []
+    usable = []
     for keys, family in families(points):
         coords = coords_in(inst, keys, at)
         if coords is None:
@@ -180,11 +196,15 @@ def choose(inst: TaskInstance, points: tuple[Point, ...], at: Any) -> ChosenProg
         if target in by_coords:
             p = by_coords[target]
             return ChosenProgram(p.program, p, "exact", sources=(p,))
+        usable.append((keys, family, target, by_coords))
+    for keys, family, target, _ in usable:
         same = next((p for p in family if p.world_size == inst.world_size
                      and _same_task(inst, at(p.world_size, dict(p.sets)), keys)), None)
         if same is not None:  # other parameters, but the task file's values and ops agree
             return ChosenProgram(same.program, same, "equivalent", sources=(same,),
                                  asked=target)
+    found: list[tuple[tuple[int, float], ChosenProgram]] = []
+    for _, family, target, by_coords in usable:
         chosen = _derived(inst, at, family, target, by_coords, why)
         if chosen is not None:
             found.append(chosen)
