@@ -12,6 +12,7 @@ from pkbsim import api
 from pkbsim.trace import launch
 from pkbsim.trace.on_demand import SWITCH_ENV, cache_folder
 
+
 @pytest.fixture
 def pkb_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The tiny PKB checkout of the tests (problem 1: clone, all_reduce, out * 0.5 + 1, on a
