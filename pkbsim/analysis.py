@@ -17,6 +17,7 @@ from pkbsim.units import US
 
 if TYPE_CHECKING:
     from pkbsim.sim.result import SimResult
+    from pkbsim.trace.on_demand import OnDemand
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,11 @@ def _topology_value(key: str, text: str) -> object:
 
 def analyze(task: str, topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
             preset: str = "pkb", sets: Mapping[str, str] | None = None,
-            measured_us: float | None = None, predict: bool = False) -> AnalysisResult:
-    """The roofline; with ``predict``, also both strategies' simulated times."""
+            measured_us: float | None = None, predict: bool = False,
+            on_demand: OnDemand | None = None) -> AnalysisResult:
+    """The roofline; with ``predict``, also both strategies' simulated times. ``on_demand``:
+    trace the reference at this instance where no shipped point is it (pkbsim.trace.on_demand;
+    None: the shipped points only)."""
     spec = load_task(task)
     task_sets, topo_sets = split_overrides(sets or {}, spec)
     topo = load_topology(topology, topo_sets)
@@ -87,6 +91,13 @@ def analyze(task: str, topology: str = DEFAULT_TOPOLOGY, world_size: int | None 
     if predict:
         from pkbsim.sim import STRATEGIES, Strategy, simulate
 
-        predictions = {name: simulate(inst, topo, Strategy(name)) for name in STRATEGIES}
+        program = None
+        if on_demand is not None:
+            from pkbsim.trace.on_demand import reference_for
+
+            program = reference_for(inst, on_demand)
+        predictions = {name: simulate(inst, topo, Strategy(
+            name, program=program if name == "nccl_reference" else None))
+            for name in STRATEGIES}
     return AnalysisResult(inst, topo, bounds, measured_us, topo_sets, predictions)
 

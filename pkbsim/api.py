@@ -362,17 +362,21 @@ def load_task(name: str) -> TaskSpec:
 
 def analyze(task: str, *, topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
             preset: str = "pkb", sets: Sets | None = None, measured_us: float | None = None,
-            predict: bool = True) -> AnalysisReport:
+            predict: bool = True, trace_on_demand: bool = True,
+            pkb_root: str | os.PathLike[str] | None = None) -> AnalysisReport:
     """Roofline bounds of one task on one topology: ``pkbsim analyze --task TASK``.
 
     ``task``: id, name, alias or YAML path; ``sets``: task parameters and dotted topology
     fields (``--set``); ``measured_us``: a measured time to report attainment against;
-    ``predict``: also simulate both strategies (``--predict/--no-predict``)."""
+    ``predict``: also simulate both strategies (``--predict/--no-predict``);
+    ``trace_on_demand``, ``pkb_root``: trace PKB's reference at this instance where no shipped
+    point is it (needs torch and a PKB checkout, default ``PKB_ROOT``; docs/trace.md)."""
     from pkbsim.analysis import analyze as run
+    from pkbsim.trace.on_demand import on_demand
 
     _world_size(world_size)
     return AnalysisReport(run(task, topology, world_size, preset, sets_text(sets), measured_us,
-                              predict))
+                              predict, on_demand(trace_on_demand, pkb_root)))
 
 
 def analyze_all(*, topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
@@ -400,11 +404,13 @@ def simulate(task: str | None = None, *, collective: str | None = None,
              overrides: Mapping[str, str | int] | None = None, iterations: int = 3,
              trace: bool = False, reference_model: str = "auto",
              trace_file: str | os.PathLike[str] | None = None,
-             host_model: str | None = None) -> SimulationReport | SweepReport:
+             host_model: str | None = None, trace_on_demand: bool = True,
+             pkb_root: str | os.PathLike[str] | None = None
+             ) -> SimulationReport | SweepReport:
     """A task under a strategy: ``pkbsim simulate --task TASK`` (a :class:`SimulationReport`);
     ``trace_file``: a trace from :func:`record_trace` the reference runs (``--trace-file``;
     alone, the task is made from it); ``trace``: keep the timeline for ``chrome_trace()`` and
-    ``gantt()``.
+    ``gantt()``; ``trace_on_demand``, ``pkb_root``: as :func:`analyze`.
 
     Or one collective call alone (``collective="all_reduce"``, ``size``: bytes per rank, a
     number or ``"1MiB"``): its simulated times and nccl-tests' bandwidths as a one-point
@@ -427,12 +433,14 @@ def simulate(task: str | None = None, *, collective: str | None = None,
         raise UsageError("host_model= works with a collective; a task's strategy file sets it")
     from pkbsim.roofline import roofline
     from pkbsim.sim.run import run_simulation
+    from pkbsim.trace.on_demand import on_demand
 
     _world_size(world_size)
     result = run_simulation(task, strategy, topology, world_size, preset, sets_text(sets),
                             {k: str(v) for k, v in (overrides or {}).items()}, iterations,
                             trace=trace, reference_model=reference_model,
-                            trace_file=str(trace_file) if trace_file is not None else None)
+                            trace_file=str(trace_file) if trace_file is not None else None,
+                            on_demand=on_demand(trace_on_demand, pkb_root))
     return SimulationReport(result, roofline(result.instance, result.topology))
 
 
@@ -496,15 +504,18 @@ def compare(problem: str | None = None, *, measured: str | os.PathLike[str] | No
             solution: str | os.PathLike[str] | None = None,
             solutions: str | os.PathLike[str] | None = None,
             topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
-            preset: str = "pkb", simulate_fixes: bool = True) -> ComparisonReport:
+            preset: str = "pkb", simulate_fixes: bool = True, trace_on_demand: bool = True,
+            pkb_root: str | os.PathLike[str] | None = None) -> ComparisonReport:
     """Measured kernels against the roofline and the simulator, the gap split into ranked
     causes: ``pkbsim compare``.
 
     ``measured``: a PKB logs folder or CSV; or ``problem`` with ``measured_us``; ``solution``
     (one file, with ``problem``) or ``solutions`` (a folder): the candidates, inspected for the
-    causes; ``simulate_fixes``: also simulate the time after each fix (slower)."""
+    causes; ``simulate_fixes``: also simulate the time after each fix (slower);
+    ``trace_on_demand``, ``pkb_root``: as :func:`analyze`."""
     from pkbsim.comparator.comparison import compare_measured
     from pkbsim.topology.loader import load_topology as load
+    from pkbsim.trace.on_demand import on_demand
 
     paths = {name: _path(value) for name, value in (
         ("measured", measured), ("solution", solution), ("solutions", solutions))}
@@ -514,7 +525,8 @@ def compare(problem: str | None = None, *, measured: str | os.PathLike[str] | No
         check_option(measured_us, "measured_us", "--measured-us")
     return ComparisonReport(compare_measured(
         problem, paths["measured"], measured_us, paths["solution"], paths["solutions"],
-        load(topology), world_size, preset, simulate_fixes))
+        load(topology), world_size, preset, simulate_fixes,
+        on_demand(trace_on_demand, pkb_root)))
 
 
 def check_compare(problem: str | None, measured: Path | None, measured_us: float | None,
@@ -576,18 +588,23 @@ def record_trace(target: str | None = None, *,
                  mode: str = "auto", timeout: float = 300.0,
                  out: str | os.PathLike[str] = "traces",
                  programs: str | os.PathLike[str] | None = None,
-                 commit: Callable[[Path], str] | None = None) -> TraceReport:
+                 commit: Callable[[Path], str] | None = None, rank: int = 0) -> TraceReport:
     """Record what PyTorch dispatches, on CPU, for ``target`` (``"FILE.py:FUNCTION"``, with
     ``FILE.py`` defining ``inputs``) or PKB's references (``pkb_root`` and ``task``: ids or
     names, comma-separated, or ``all``): ``pkbsim trace``. One JSON per target under ``out``;
     ``programs``: also fold them into reference programs there. Feed a trace to
-    ``simulate(trace_file=...)``. ``commit``: how to read the PKB checkout's commit."""
+    ``simulate(trace_file=...)``. ``commit``: how to read the PKB checkout's commit; ``rank``:
+    the rank recorded (negative counts from the last: -1 is W - 1)."""
     from pkbsim.trace.launch import MODES, TraceJob, run_trace
 
     if mode not in MODES:
         raise UsageError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
     check_option(world_size, "world_size", "--world-size")
     check_option(timeout, "seconds", "--timeout")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not -world_size <= rank < world_size:
+        raise UsageError(f"--rank {rank}: expected a rank of the {world_size} traced "
+                         "(negative counts from the last)")
+    rank %= world_size
     given = sets_text(sets)
     if (target is None) == (pkb_root is None):
         raise UsageError("give FILE.py:FUNCTION or --pkb-root (with --task), not both")
@@ -599,12 +616,12 @@ def record_trace(target: str | None = None, *,
             raise UsageError(f"--set {unknown[0]}: PKB's inputs take M and N (its --m, --n)")
         job = TraceJob(world_size, Path(out), root, problems, int(given.get("M", 1024)),
                        int(given.get("N", 1024)), commit(root) if commit else "",
-                       timeout_s=timeout, mode=mode)
+                       timeout_s=timeout, mode=mode, rank=rank)
     else:
         assert target is not None
         job = TraceJob(world_size, Path(out), function=target, inputs=inputs,
                        sets=tuple(f"{k}={v}" for k, v in given.items()), timeout_s=timeout,
-                       mode=mode)
+                       mode=mode, rank=rank)
     outcomes = tuple(run_trace(job))
     folded: list[str] = []
     if programs is not None:

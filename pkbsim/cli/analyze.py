@@ -12,8 +12,10 @@ from pkbsim.cli.options import (
     Format,
     OptionalTask,
     Out,
+    PkbRoot,
     Sets,
     Topology,
+    TraceOnDemand,
     format_option,
     number_option,
     require_format,
@@ -61,6 +63,8 @@ def analyze(
     predict: Annotated[bool, typer.Option(
         "--predict/--no-predict", help="One task: also simulate the nccl_reference and "
         "custom_best strategies (pkbsim simulate) and report their times.")] = True,
+    trace_on_demand: TraceOnDemand = True,
+    pkb_root: PkbRoot = None,
 ) -> None:
     """Roofline bounds of one task on one topology, or of every task (--all)."""
     if all_ == (task is not None):
@@ -85,7 +89,8 @@ def analyze(
     if out is not None:
         check_writable(out, "--out")
     report = api.analyze(task, topology=topology, world_size=world_size, preset=preset,
-                         sets=parse_sets(set_ or []), measured_us=measured_us, predict=predict)
+                         sets=parse_sets(set_ or []), measured_us=measured_us, predict=predict,
+                         trace_on_demand=trace_on_demand, pkb_root=pkb_root)
     write_output(report.to_json() if fmt is Format.json else report.to_text(), out)
 
 

@@ -17,7 +17,9 @@ import typer
 from pkbsim.cli.options import (
     Format,
     Out,
+    PkbRoot,
     Topology,
+    TraceOnDemand,
     format_option,
     number_option,
     world_size_option,
@@ -56,18 +58,22 @@ def compare(
     timeline: Annotated[Path | None, typer.Option(
         help="With --problem: the simulated timeline of PKB's reference with t_roof and each "
              "measured time marked (.png).")] = None,
+    trace_on_demand: TraceOnDemand = True,
+    pkb_root: PkbRoot = None,
 ) -> None:
     """Measured kernels against the roofline and the simulator: attainment, speedup over
     PKB's reference, and the gap split into ranked causes with the fix to try for each."""
     compare_command(problem, measured, measured_us, solution, solutions, topology, world_size,
-                    preset, fmt.value, out, plot, timeline=timeline, command=command_line(ctx))
+                    preset, fmt.value, out, plot, timeline=timeline, command=command_line(ctx),
+                    trace_on_demand=trace_on_demand, pkb_root=pkb_root)
 
 
 def compare_command(problem: str | None, measured: Path | None, measured_us: float | None,
                     solution: Path | None, solutions: Path | None, topology: str,
                     world_size: int | None, preset: str, fmt: str, out: Path | None,
                     plot: Path | None, *, simulate_fixes: bool = True,
-                    timeline: Path | None = None, command: str = "pkbsim compare") -> None:
+                    timeline: Path | None = None, command: str = "pkbsim compare",
+                    trace_on_demand: bool = True, pkb_root: Path | None = None) -> None:
     """The command with ``fmt`` as text; ``simulate_fixes=False`` skips the simulated time
     after each fix (tests); ``command``: the command line an HTML page records."""
     from pkbsim import api
@@ -84,7 +90,8 @@ def compare_command(problem: str | None, measured: Path | None, measured_us: flo
     result = api.compare(problem, measured=measured, measured_us=measured_us,
                          solution=solution, solutions=solutions, topology=topology,
                          world_size=world_size, preset=preset,
-                         simulate_fixes=simulate_fixes).result
+                         simulate_fixes=simulate_fixes, trace_on_demand=trace_on_demand,
+                         pkb_root=pkb_root).result
     png = report.comparison_plot(result) if fmt == "html" or plot is not None else b""
     text = {"table": report.render_table, "markdown": report.render_markdown,
             "json": report.render_json}.get(fmt)

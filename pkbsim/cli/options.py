@@ -77,3 +77,9 @@ OptionalTask = Annotated[str | None, typer.Option("--task", "-t", help=TASK_HELP
 Topology = Annotated[str, typer.Option(help=TOPOLOGY_HELP)]
 Sets = Annotated[list[str] | None, sets_option(SET_HELP)]
 Out = Annotated[Path | None, typer.Option(help="Write here instead of stdout.")]
+TraceOnDemand = Annotated[bool, typer.Option(
+    "--trace-on-demand/--no-trace-on-demand",
+    help="Where no shipped trace is at this instance, trace PKB's reference at it (needs torch "
+         "and --pkb-root or PKB_ROOT; cached; PKBSIM_TRACE_ON_DEMAND=0 also turns it off).")]
+PkbRoot = Annotated[Path | None, typer.Option(
+    help="A ParallelKernelBench checkout for tracing on demand (default: PKB_ROOT).")]

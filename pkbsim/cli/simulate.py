@@ -12,8 +12,10 @@ from pkbsim.cli.options import (
     Format,
     OptionalTask,
     Out,
+    PkbRoot,
     Sets,
     Topology,
+    TraceOnDemand,
     format_option,
     number_option,
     require_format,
@@ -52,6 +54,8 @@ def simulate(
              "task's; alone, the task is made from it).")] = None,
     fmt: Annotated[Format, format_option(FORMATS, "table or json.")] = Format.table,
     out: Out = None,
+    trace_on_demand: TraceOnDemand = True,
+    pkb_root: PkbRoot = None,
 ) -> None:
     """Predicted time of one task under a strategy: per-op breakdown, link and SM utilisation,
     critical path; optionally a trace and a Gantt chart."""
@@ -66,7 +70,8 @@ def simulate(
                           preset=preset, sets=parse_sets(set_ or []),
                           overrides=parse_sets(override or [], "--override"),
                           iterations=iterations, trace=trace is not None or gantt is not None,
-                          reference_model=reference_model, trace_file=trace_file)
+                          reference_model=reference_model, trace_file=trace_file,
+                          trace_on_demand=trace_on_demand, pkb_root=pkb_root)
     assert isinstance(report, api.SimulationReport)
     write_output(report.to_json() if fmt is Format.json else report.to_text(), out)
     if trace is not None:

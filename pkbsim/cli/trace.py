@@ -3,7 +3,6 @@ own, on CPU (fake tensors where the code allows, else real ones on W gloo ranks)
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Annotated
 
@@ -24,6 +23,9 @@ def trace(
                              "'all'. With FILE.py:FUNCTION: the task whose reference programs "
                              "--programs adds it to.")] = None,
     world_size: Annotated[int, world_size_option("Ranks traced.")] = 1,
+    rank: Annotated[int, typer.Option(
+        help="The rank whose trace is written (negative counts from the last: -1 is W - 1, "
+             "the busiest rank of a causal ring).")] = 0,
     set_: Sets = None,
     inputs: Annotated[str, typer.Option(help="The inputs function in FILE.py.")
                       ] = "make_inputs",
@@ -43,20 +45,12 @@ def trace(
     function at a world size and size, on CPU; prints one line per target."""
     from pkbsim import api
     from pkbsim.cli.output import parse_sets
+    from pkbsim.trace.launch import checkout_commit
 
     report = api.record_trace(target, pkb_root=pkb_root, task=task, world_size=world_size,
                               sets=parse_sets(set_ or []), inputs=inputs, mode=mode,
-                              timeout=timeout, out=out, programs=programs, commit=_commit)
+                              timeout=timeout, out=out, programs=programs, commit=checkout_commit,
+                              rank=rank)
     write_output(report.to_text(), None)
     if not report.ok:
         raise typer.Exit(1)
-
-
-def _commit(root: Path) -> str:
-    """The checkout's commit, when it is a git work tree (else the empty string)."""
-    try:
-        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""

@@ -37,6 +37,8 @@ from pkbsim.topology.schema import Topology
 
 if TYPE_CHECKING:
     from pkbsim.sim.result import SimResult
+    from pkbsim.trace.on_demand import OnDemand
+    from pkbsim.trace.store import ChosenProgram
 
 NOT_INSPECTED = "(not inspected)"
 REFERENCE_GROUP = "(reference: eager PyTorch + NCCL)"
@@ -108,13 +110,15 @@ class DirectoryComparison:
 
 def compare_problem(inst: TaskInstance, topo: Topology, measurements: Sequence[Measurement],
                     inspections: Mapping[str, Inspection] | None = None, *,
-                    simulate_fixes: bool = True) -> Comparison:
-    """One problem: ``measurements`` of its variants, ``inspections`` by variant name."""
+                    simulate_fixes: bool = True, program: ChosenProgram | None = None
+                    ) -> Comparison:
+    """One problem: ``measurements`` of its variants, ``inspections`` by variant name;
+    ``program``: the one PKB's reference runs (None: the shipped points' choice)."""
     if not measurements:
         raise UsageError(f"no measured time for problem {inst.spec.key}")
     inspections = inspections or {}
     ref = next((m for m in measurements if m.is_reference), None)
-    model = reference_model(inst)
+    model = reference_model(inst, program=program)
     results = []
     for m in measurements:
         found = inspections.get(m.variant)
@@ -159,21 +163,22 @@ def summarize(comparisons: Sequence[Comparison]) -> tuple[MechanismSummary, ...]
 
 def compare_measured(problem: str | None, measured: Path | None, measured_us: float | None,
                      solution: Path | None, solutions: Path | None, topo: Topology,
-                     world_size: int | None, preset: str, simulate_fixes: bool = True
-                     ) -> DirectoryComparison:
+                     world_size: int | None, preset: str, simulate_fixes: bool = True,
+                     on_demand: OnDemand | None = None) -> DirectoryComparison:
     """One problem (``problem`` with ``measured_us`` or a ``measured`` logs folder or CSV, and
     optionally its candidate's ``solution``), or every problem of ``measured`` (``solutions``
     holding ``<problem stem>_<backend>.py``). In a folder, a problem that cannot be compared
-    (a world size its task refuses, ...) becomes an error row; the others are still compared."""
+    (a world size its task refuses, ...) becomes an error row; the others are still compared.
+    ``on_demand``: trace the reference at an instance no shipped point is (docs/trace.md)."""
     if (measured is None) == (measured_us is None):
         raise UsageError("give either --measured LOGS|CSV or --measured-us TIME")
     if problem is not None:
         return _one_problem(problem, measured, measured_us, solution, solutions, topo,
-                            world_size, preset, simulate_fixes)
+                            world_size, preset, simulate_fixes, on_demand)
     if measured is None:
         raise UsageError("--measured-us needs --problem")
     return _directory(load_measured(measured), solutions, topo, world_size, preset,
-                      simulate_fixes, measured)
+                      simulate_fixes, measured, on_demand)
 
 
 def reference_timeline(comp: Comparison, topo: Topology) -> SimResult:
@@ -186,8 +191,8 @@ def reference_timeline(comp: Comparison, topo: Topology) -> SimResult:
 
 def _one_problem(problem: str, measured: Path | None, measured_us: float | None,
                  solution: Path | None, solutions: Path | None, topo: Topology,
-                 world_size: int | None, preset: str, simulate_fixes: bool
-                 ) -> DirectoryComparison:
+                 world_size: int | None, preset: str, simulate_fixes: bool,
+                 on_demand: OnDemand | None) -> DirectoryComparison:
     if measured_us is not None:
         found = [from_value(measured_us, problem)]
         source = "--measured-us"
@@ -202,13 +207,15 @@ def _one_problem(problem: str, measured: Path | None, measured_us: float | None,
     inspections = _solution_for(found, solution, world_size) if solution is not None else (
         _from_folder(found, solutions, world_size) if solutions is not None else {})
     inspections = _reconciled(inspections, found, measured)
-    comparison = _compare(found, inspections, topo, world_size, preset, simulate_fixes)
+    comparison = _compare(found, inspections, topo, world_size, preset, simulate_fixes,
+                          on_demand)
     return DirectoryComparison(source, topo.name, (comparison,))
 
 
 def _directory(data: MeasuredSet, solutions: Path | None, topo: Topology,
                world_size: int | None, preset: str, simulate_fixes: bool,
-               measured: Path | None = None) -> DirectoryComparison:
+               measured: Path | None = None, on_demand: OnDemand | None = None
+               ) -> DirectoryComparison:
     done: list[Comparison] = []
     errors: list[ProblemError] = []
     for problem in data.problems():
@@ -218,7 +225,7 @@ def _directory(data: MeasuredSet, solutions: Path | None, topo: Topology,
                 else {}
             inspections = _reconciled(inspections, found, measured)
             done.append(_compare(found, inspections, topo, world_size, preset,
-                                 simulate_fixes))
+                                 simulate_fixes, on_demand))
         except PkbsimError as exc:
             errors.append(ProblemError(problem, exc.one_line()))
     if not done:
@@ -228,12 +235,19 @@ def _directory(data: MeasuredSet, solutions: Path | None, topo: Topology,
 
 
 def _compare(found: list[Measurement], inspections: Mapping[str, Inspection], topo: Topology,
-             world_size: int | None, preset: str, simulate_fixes: bool) -> Comparison:
+             world_size: int | None, preset: str, simulate_fixes: bool,
+             on_demand: OnDemand | None = None) -> Comparison:
     """The task at ``world_size``, else at the ranks measured, else at the preset's."""
     ranks = next((m.world_size for m in found if m.world_size is not None), None)
     w = world_size if world_size is not None else ranks
     inst = instantiate(load_task(found[0].problem), w, preset)
-    return compare_problem(inst, topo, found, inspections, simulate_fixes=simulate_fixes)
+    program = None
+    if on_demand is not None:
+        from pkbsim.trace.on_demand import reference_for
+
+        program = reference_for(inst, on_demand)
+    return compare_problem(inst, topo, found, inspections, simulate_fixes=simulate_fixes,
+                           program=program)
 
 
 def _profile(found: list[Measurement], world_size: int | None) -> Profile:

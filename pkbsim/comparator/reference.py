@@ -66,11 +66,13 @@ class ReferenceModel:
 
 
 def reference_model(inst: TaskInstance, overrides: Mapping[str, OpOverride] | None = None,
-                    host_model: str = "torch") -> ReferenceModel:
-    """PKB's reference for ``inst``: its traced program when one is shipped (and no per-op
-    ``overrides``), else the task file's ops."""
+                    host_model: str = "torch", program: ChosenProgram | None = None
+                    ) -> ReferenceModel:
+    """PKB's reference for ``inst``: ``program`` where given (traced on demand), else its
+    traced program when one is shipped (and no per-op ``overrides``), else the task file's
+    ops."""
     ops = dict(overrides or {})
-    chosen = None if ops else reference_program(inst)
+    chosen = None if ops else program or reference_program(inst)
     strategy = Strategy("nccl_reference", ops, reference=TRACE if chosen else TASK,
                         program=chosen, host_model=host_model)
     label = chosen.describe() if chosen is not None else OVERRIDDEN if ops else NO_TRACE

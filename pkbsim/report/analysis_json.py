@@ -78,6 +78,10 @@ def _prediction(result: AnalysisResult) -> dict[str, Any] | None:
     if best is not None:
         out["custom_best_pieces"] = best.pieces
     ref = result.predictions.get("nccl_reference")
+    if ref is not None:
+        from pkbsim.trace.store import reference_dict
+
+        out["nccl_reference_model"] = reference_dict(ref.strategy.program)
     if result.measured_us is not None and ref is not None:
         out["measured_over_nccl_reference"] = round(result.measured_us / ref.predicted_us, 6)
     return out

@@ -86,6 +86,11 @@ def _prediction_lines(result: AnalysisResult) -> list[str]:
         if sim is not None:
             lines.append(f"  {name:<15} {format_us(sim.predicted_us * US):>9} us  bound by "
                          f"{sim.bound_by}; {notes[name]}")
+    ref = result.predictions.get("nccl_reference")
+    if ref is not None:
+        from pkbsim.trace.store import reference_text
+
+        lines.append("  reference model: " + reference_text(ref.strategy.program))
     return lines
 
 

@@ -17,6 +17,7 @@ from pkbsim.report.text import to_text
 from pkbsim.roofline import Roofline
 from pkbsim.sim.result import SimResult
 from pkbsim.sim.strategies import CommChoice, Strategy
+from pkbsim.trace.store import reference_dict, reference_text
 from pkbsim.units import US, format_bytes
 
 SCHEMA = "pkbsim.simulation/1"
@@ -138,7 +139,8 @@ def to_dict(result: SimResult, roof: Roofline) -> dict[str, Any]:
             "pieces_tried": {str(k): v for k, v in sorted(result.tried.items())},
             "overrides": {op: {k: v for k, v in vars(ov).items() if v is not None}
                           for op, ov in sorted(strategy.overrides.items())},
-            **({"reference_model": reference_model(strategy)}
+            **({"reference_model": reference_model(strategy),
+                "reference_program": reference_model_dict(strategy)}
                if strategy.name == "nccl_reference" else {}),
             "host_model": strategy.host_model,
         },
@@ -186,8 +188,9 @@ def _segments(result: SimResult) -> dict[str, Any]:
 
 
 def reference_model(strategy: Strategy) -> str:
-    """Which program the reference ran: a traced one (where and how scaled) or the task file's
-    ops."""
-    if strategy.program is not None:
-        return strategy.program.describe()
-    return "task file (operators and kernels as the task file lists them)"
+    """Which program the reference ran: a traced one (where and how) or the task file's ops."""
+    return reference_text(strategy.program)
+
+
+def reference_model_dict(strategy: Strategy) -> dict[str, Any]:
+    return reference_dict(strategy.program)

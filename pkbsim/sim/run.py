@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pkbsim.analysis import split_overrides
 from pkbsim.bounds import check_option
@@ -25,6 +25,9 @@ from pkbsim.sim.strategies import (
 )
 from pkbsim.task.loader import instantiate, load_task
 from pkbsim.topology.loader import DEFAULT_TOPOLOGY, load_topology
+
+if TYPE_CHECKING:
+    from pkbsim.trace.on_demand import OnDemand
 
 
 def load_strategy(name: str, overrides: Mapping[str, str] | None = None) -> Strategy:
@@ -77,9 +80,11 @@ def run_simulation(task: str | None, strategy: str = "nccl_reference",
                    preset: str = "pkb", sets: Mapping[str, str] | None = None,
                    overrides: Mapping[str, str] | None = None, iterations: int = 3,
                    trace: bool = False, reference_model: str = "auto",
-                   trace_file: str | None = None) -> SimResult:
+                   trace_file: str | None = None, on_demand: OnDemand | None = None
+                   ) -> SimResult:
     """``trace_file`` (from ``pkbsim trace``): the reference runs that program; without a
-    ``task`` the task itself is made from the trace (pkbsim.trace.synthetic)."""
+    ``task`` the task itself is made from the trace (pkbsim.trace.synthetic). ``on_demand``:
+    trace the reference at this instance where no shipped point is it."""
     check_option(iterations, "iterations", "--iterations")
     if reference_model not in REFERENCE_MODELS:
         raise UsageError(f"--reference-model {reference_model!r}: expected one of "
@@ -109,5 +114,10 @@ def run_simulation(task: str | None, strategy: str = "nccl_reference",
     topo = load_topology(topology, topo_sets)
     strat = replace(load_strategy(strategy, overrides), reference=reference_model,
                     program=chosen)
+    if (chosen is None and on_demand is not None and strat.name == "nccl_reference"
+            and not strat.overrides and reference_model in ("auto", "trace")):
+        from pkbsim.trace.on_demand import reference_for
+
+        strat = replace(strat, program=reference_for(inst, on_demand))
     result = simulate(inst, topo, strat, SimOptions(iterations=iterations, trace=trace))
     return replace(result, topology_overrides=dict(topo_sets))

@@ -98,7 +98,10 @@ CUSTOM_CHUNK_BYTES = 64 * 1024
 TRACED_KINDS = {"all_reduce": "all_reduce", "all_gather": "all_gather",
                 "reduce_scatter": "reduce_scatter", "all_to_all": "all_to_all",
                 "broadcast": "broadcast", "reduce": "reduce", "gather": "gather",
-                "scatter": "scatter"}  # custom kernels pipeline at a finer grain than NCCL's steps
+                "scatter": "scatter",
+                # a traced send is one half of a ring exchange (batch_isend_irecv, a halo); its
+                # recv is the other half, so the recv costs the host only
+                "send": "send_recv"}  # custom kernels pipeline at a finer grain than NCCL's steps
 
 
 class Builder:
@@ -394,7 +397,8 @@ class Builder:
                       dtype="bf16", group="world" if size == self.w else f"traced{size}",
                       group_size=size, group_layout="contiguous", root=0,
                       reduce_op="sum" if kind in ("all_reduce", "reduce_scatter", "reduce")
-                      else None, pattern=None, data_dependent=False, imbalance=1.0, repeat=1,
+                      else None, pattern="ring" if kind == "send_recv" else None,
+                      data_dependent=False, imbalance=1.0, repeat=1,
                       chain=False, after=(), host_syncs=0, api=coll.name, note="traced")
 
     def _host_syncs(self, count: int, name: str, r: int, it: int, host: list[Node | None],

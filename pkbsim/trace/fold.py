@@ -11,7 +11,8 @@ from pkbsim.trace.format import load_trace
 from pkbsim.trace.program import program_of
 from pkbsim.trace.store import Point, merged, points_from_dict, points_to_dict, sets_for
 
-PROVENANCE_KEYS = ("pkb_commit", "torch", "mode", "rows", "cols", "function", "params")
+PROVENANCE_KEYS = ("pkb_commit", "torch", "mode", "rank", "rows", "cols", "function", "inputs",
+                   "params")
 
 
 def fold_into(folder: Path, traces: list[Path], task: str | None = None) -> list[str]:

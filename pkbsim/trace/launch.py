@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pkbsim.errors import UsageError
@@ -39,6 +40,8 @@ class TraceJob:
     timeout_s: float = 300.0  # per target
     no_grad: bool = False
     mode: str = "auto"  # fake | real | auto (fake, then real for the targets fake cannot run)
+    rank: int = 0  # the rank recorded
+    env: tuple[tuple[str, str], ...] = ()  # set in the child (PKB_ROOT for a function's file)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ def free_port() -> int:
 
 def _command(job: TraceJob, problems: tuple[int, ...], fake: bool) -> list[str]:
     cmd = [sys.executable, "-m", "pkbsim.trace.worker", "--world-size", str(job.world_size),
+           "--rank", str(job.rank),
            "--port", str(free_port()), "--out-dir", str(job.out_dir),
            "--timeout-s", f"{job.timeout_s:g}"]
     if job.no_grad:
@@ -106,7 +110,11 @@ def _targets(job: TraceJob) -> list[tuple[int, str]]:
 
 
 def check_job(job: TraceJob) -> None:
-    CPU_RANKS.check(job.world_size, "tracing ranks (processes on this machine)")
+    if job.mode != "fake":  # fake tensors: one process stands for the traced rank
+        CPU_RANKS.check(job.world_size, "tracing ranks (processes on this machine)")
+    if not 0 <= job.rank < job.world_size:
+        raise UsageError(f"rank {job.rank} is not one of the {job.world_size} ranks",
+                         field="--rank")
     if job.pkb_root is not None:
         if not (job.pkb_root / "reference").is_dir() or not (
                 job.pkb_root / "utils" / "input_output_tensors.py").is_file():
@@ -128,6 +136,21 @@ def check_job(job: TraceJob) -> None:
 MODES = ("auto", "fake", "real")
 
 
+def checkout_commit(root: Path) -> str:
+    """A checkout's commit, when it is the top of a git work tree (else the empty string: a
+    copy inside another repository must not take that repository's commit)."""
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel",
+                               "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    lines = done.stdout.split()
+    if done.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != root.resolve():
+        return ""
+    return lines[1]
+
+
 def run_trace(job: TraceJob) -> list[TraceOutcome]:
     """Trace every target of ``job``; the outcome of each, in order. A target that fails (or a
     job that dies in one) is an ``error`` outcome; the job then restarts after it. In ``auto``
@@ -140,7 +163,12 @@ def run_trace(job: TraceJob) -> list[TraceOutcome]:
     else:
         outcomes = _run_mode(job, targets, fake=True)
         again = [(pid, name) for pid, name in targets if outcomes[name].status != "ok"]
-        if job.mode == "auto" and again:
+        if job.mode == "auto" and again and job.world_size > CPU_RANKS.value:
+            for _, name in again:  # real tensors need one process per rank
+                outcomes[name] = replace(outcomes[name], error=(
+                    f"fake tensors: {outcomes[name].error}; real tensors: "
+                    f"{CPU_RANKS.exceeded(job.world_size, 'tracing ranks').one_line()}"))
+        elif job.mode == "auto" and again:
             for name, outcome in _run_mode(job, again, fake=False).items():
                 first = outcomes[name]
                 outcomes[name] = outcome if outcome.status == "ok" else TraceOutcome(
@@ -156,7 +184,7 @@ def _run_mode(job: TraceJob, targets: list[tuple[int, str]], fake: bool
         old.unlink()
     outcomes: dict[str, TraceOutcome] = {}
     pending = list(targets)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **dict(job.env)}
     attempt = 0
     while pending:
         attempt += 1

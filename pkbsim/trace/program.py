@@ -159,12 +159,16 @@ def program_from_dict(data: Any, fail: Any) -> Program:
         if end not in ("collective", "sync", "end"):
             raise fail(f"{where}.end", "expected collective, sync or end")
         groups = []
-        for j, k in enumerate(raw.get("kernels", [])):
-            if (not isinstance(k, list) or len(k) != len(KERNEL_FIELDS)
-                    or not isinstance(k[0], str) or not all(_nonneg(x) for x in k[1:])):
-                raise fail(f"{where}.kernels[{j}]", "expected [kind, tensor_core 0/1, bytes, "
-                           "flops, count]")
-            groups.append(KernelGroup(k[0], bool(k[1]), float(k[2]), float(k[3]), float(k[4])))
+        for j, k in enumerate(raw.get("kernels", ())):
+            if type(k) is not list or len(k) != len(KERNEL_FIELDS) or type(k[0]) is not str:
+                raise fail(f"{where}.kernels[{j}]", KERNEL_SHAPE)
+            kind, tc, nbytes, flops, count = k  # checked inline: thousands per file
+            if not (type(tc) in _NUMBER and type(nbytes) in _NUMBER and type(flops) in _NUMBER
+                    and type(count) in _NUMBER and tc >= 0 and nbytes >= 0 and flops >= 0
+                    and count >= 0):
+                raise fail(f"{where}.kernels[{j}]", KERNEL_SHAPE)
+            groups.append(KernelGroup(kind, bool(tc), float(nbytes), float(flops),
+                                      float(count)))
         coll = None
         if end == "collective":
             c = raw.get("collective")
@@ -178,6 +182,10 @@ def program_from_dict(data: Any, fail: Any) -> Program:
         segs.append(Segment(tuple((c, float(host[c])) for c in HOST_CLASSES if c in host),
                             tuple(groups), end, coll, int(times)))
     return Program(tuple(segs))
+
+
+KERNEL_SHAPE = "expected [kind, tensor_core 0/1, bytes, flops, count]"
+_NUMBER = (int, float)  # exactly: a bool is not a count
 
 
 def _nonneg(x: Any) -> bool:

@@ -1,16 +1,16 @@
 """Child entry of ``pkbsim trace``: W ranks on CPU (gloo), each runs the traced function, rank 0
-writes the trace. Started by ``pkbsim.trace.launch`` under a guard with a time limit; never
-imported by the analyzer.
+(or ``--rank R``) writes the trace. Started by ``pkbsim.trace.launch`` under a guard with a
+time limit; never imported by the analyzer.
 
-    python -m pkbsim.trace.worker --world-size W --port P --out-dir D --timeout-s T \\
+    python -m pkbsim.trace.worker --world-size W [--rank R] --port P --out-dir D --timeout-s T \\
         (--pkb-root R --problems 1,13,83 [--rows M --cols N] | --function FILE.py:NAME
          [--inputs NAME] [--set KEY=VALUE ...])
 
 Each target runs twice on every rank: once to warm up (lazy groups, caches: PKB times the
-steady state), then under the recorder. Rank 0 writes ``D/<target>.json``; every rank writes
-``D/status/<target>.<rank>.json`` (ok or error); a rank whose target fails writes its line and
-exits 3, and the
-launcher restarts the job after that target.
+steady state), then under the recorder. The recorded rank writes ``D/<target>.json``; every
+rank writes ``D/status/<target>.<rank>.json`` (ok or error); a rank whose target fails writes
+its line and exits 3, and the launcher restarts the job after that target. With fake tensors
+one process stands for the recorded rank.
 """
 
 from __future__ import annotations
@@ -142,7 +142,8 @@ def function_target(args: argparse.Namespace, rank: int, w: int) -> list[Target]
             raise TypeError(f"{args.inputs} takes no parameter {', '.join(unknown)}")
         inputs = maker(rank, w, **extra)
         return fn, tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
-    return [(Path(file).stem + "." + name, {"function": args.function, "params": params}, make)]
+    return [(Path(file).stem + "." + name, {"function": args.function, "inputs": args.inputs,
+                                            "params": params}, make)]
 
 
 def status_line(out_dir: Path, rank: int, record: dict[str, Any]) -> None:
@@ -155,10 +156,10 @@ def status_line(out_dir: Path, rank: int, record: dict[str, Any]) -> None:
 def rank_main(rank: int, args: argparse.Namespace) -> None:
     w = args.world_size
     torch.set_num_threads(max(1, args.threads))
-    if args.fake:  # one process stands for rank 0 of W; tensors without storage
+    if args.fake:  # one process stands for the recorded rank of W; tensors without storage
         from torch.testing._internal.distributed.fake_pg import FakeStore
 
-        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=w)
+        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=w)
     else:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port))
         dist.init_process_group("gloo", rank=rank, world_size=w,
@@ -191,14 +192,14 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
                 continue
             os._exit(EXIT_FAILED)
         watchdog.stop()
-        if rank == 0:
-            info = {"target": stem, "world_size": w, "rank": 0, **meta,
+        if rank == args.rank:
+            info = {"target": stem, "world_size": w, "rank": rank, **meta,
                     "torch": torch.__version__,
                     "mode": "fake" if args.fake else "cpu",
                     "pkb_commit": args.pkb_commit or None}
             trace = Trace(info, tuple(recorder.ops))
             write_atomic(out_dir / f"{stem}.json", json_text(trace_to_dict(trace)))
-            status_line(out_dir, 0, {"target": stem, "status": "ok", "ops": len(recorder.ops),
+            status_line(out_dir, rank, {"target": stem, "status": "ok", "ops": len(recorder.ops),
                                      "seconds": round(time.perf_counter() - start, 3)})
     dist.destroy_process_group()
 
@@ -217,6 +218,7 @@ def _barrier(args: argparse.Namespace) -> None:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pkbsim.trace.worker")
     p.add_argument("--world-size", type=int, required=True)
+    p.add_argument("--rank", type=int, default=0, help="the rank whose trace is written")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--out-dir", required=True)
     p.add_argument("--timeout-s", type=float, default=120.0)
@@ -238,7 +240,7 @@ def parser() -> argparse.ArgumentParser:
 def main() -> None:
     args = parser().parse_args()
     if args.world_size == 1 or args.fake:
-        rank_main(0, args)
+        rank_main(args.rank, args)
     else:
         mp.start_processes(  # type: ignore[attr-defined]
             rank_main, args=(args,), nprocs=args.world_size, start_method="fork")

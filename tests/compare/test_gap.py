@@ -75,7 +75,7 @@ def test_host_sync_fix_simulates_the_reference_without_syncs() -> None:
     assert ref.program is not None
     syncs = sum(s.times for s in ref.program.program.segments if s.end == "sync")
     assert syncs > 0
-    gap = decompose(i, topo(), 400 * US, reference_inspection(i, ref), reference=ref)
+    gap = decompose(i, topo(), 4000 * US, reference_inspection(i, ref), reference=ref)
     term = gap.term("host_sync")
     assert term.time_us == pytest.approx(syncs * topo().latency.host_sync_us)
     assert gap.predicted_candidate_us == gap.predicted_nccl_reference_us

@@ -95,13 +95,28 @@ def test_pkb_references_fold_into_reference_programs(cli, tmp_path: Path) -> Non
     assert point["segments"][0]["end"] == "collective"
 
 
+def test_another_rank_is_recorded(cli, tmp_path: Path) -> None:
+    """--rank -1: the last rank (fake tensors stand for it); its rank is kept in the
+    programs' provenance."""
+    done = Done(cli("trace", "--pkb-root", str(DATA / "pkb_tiny"), "--task", "1", "-w", "4",
+                    "--rank", "-1", "--mode", "fake", "--out", str(tmp_path / "t"),
+                    "--programs", str(tmp_path / "p")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    meta = json.loads((tmp_path / "t" / "1_tiny_allreduce.json").read_text())["meta"]
+    assert meta["rank"] == 3 and meta["world_size"] == 4
+    data = json.loads((tmp_path / "p" / "1_allreduce.json").read_text())
+    assert data["points"][0]["provenance"]["rank"] == 3
+
+
 def test_bad_options_are_usage_errors(cli, tmp_path: Path) -> None:
     for args in (("trace",), ("trace", f"{FN}:step", "--pkb-root", str(tmp_path)),
                  ("trace", f"{FN}:step", "--mode", "quantum"),
                  ("trace", "--pkb-root", str(DATA / "pkb_tiny")),
                  ("trace", "--pkb-root", str(DATA / "pkb_tiny"), "--task", "1", "--set", "X=1"),
                  ("trace", "--pkb-root", str(DATA / "pkb_tiny"), "--task", "13"),
-                 ("trace", f"{FN}:step", "-w", "100000")):
+                 ("trace", f"{FN}:step", "-w", "100000"),
+                 ("trace", f"{FN}:step", "-w", "4", "--rank", "4"),
+                 ("trace", f"{FN}:step", "-w", "4", "--rank", "-5")):
         r = cli(*args)
         assert r.code == 2, (args, r.out, r.err)
         assert len(r.err.strip().splitlines()) == 1, (args, r.err)
