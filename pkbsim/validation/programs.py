@@ -58,7 +58,7 @@ class ProgramRow:
     cols: int
     time_us: float  # geometric mean over repetitions
     reps: tuple[float, ...]
-    host_issue_us: float  # median over repetitions
+    host_issue_us: float  # median over the repetitions that measured it (0: none did)
     counts: dict[str, float] | None
 
     @property
@@ -102,7 +102,9 @@ def program_rows(ms: Iterable[Measurement]) -> list[ProgramRow]:
         if not head.isdigit():
             continue
         times = tuple(m.time_us for m in group)
-        issue = statistics.median(float(m.params.get("host_issue_us") or 0.0) for m in group)
+        issues = [float(m.params["host_issue_us"]) for m in group
+                  if isinstance(m.params.get("host_issue_us"), (int, float))]
+        issue = statistics.median(issues) if issues else 0.0  # none measured: not host-bound
         out.append(ProgramRow(problem, int(head), rows, cols,
                               math.exp(statistics.fmean(math.log(t) for t in times)), times,
                               issue, traced_counts(problem, rows, cols)))
