@@ -16,10 +16,10 @@ the even positions of each size sweep), it prints:
    problem and size (fresh processes minutes apart).
 3. GRPO at the blog's sizes (W = 1, batch 1, vocab 32,000): predicted against measured.
 4. The kernel kinds on the held-out half (odd positions of each size sweep).
-5. Each machine predicted from the other's fit: the other's host costs scaled by the ratio of
-   this machine's cheap probe (host.dispatch: one eager torch.add's host time) to the other's,
-   the other's kernel kinds, and this machine's own spec sheet (its base topology: HBM rate,
-   peaks) with its own launch and copy measurements.
+5. Each machine predicted from the other's fit: the other's host costs (as they are, and scaled
+   by the ratio of this machine's cheap probe, host.dispatch's one eager torch.add, to the
+   other's), the other's kernel kinds, and this machine's own spec sheet (HBM rate, peaks)
+   with its own launch and copy measurements.
 Nothing is fitted here.
 """
 
@@ -152,27 +152,45 @@ def kernel_table(results: Results, topo: Topology) -> None:
               f"{k.memory_efficiency:.3g} | {k.compute_efficiency:.3g} | {k.fixed_us:.3g} |")
 
 
+def kernel_spread(results: Results) -> None:
+    """The kernel timings' own spread: pass 2 against pass 1 of the same operator and size."""
+    first: dict[tuple[str, str, str, int], float] = {}
+    diffs = []
+    for _, m in results.measurements("kernel_kind"):
+        key = (str(m.params.get("op")), str(m.params.get("dtype")), str(m.params.get("shape")),
+               m.size_bytes)
+        if m.params.get("rep") == 0:
+            first[key] = m.time_us
+        elif key in first:
+            diffs.append(m.time_us / first[key] - 1)
+    if diffs:
+        print(f"\nKernel timings run to run: {len(diffs)} operator-sizes timed twice, median "
+              f"|pass 2 / pass 1 - 1| {statistics.median(abs(d) for d in diffs):.1%}, largest "
+              f"{max(abs(d) for d in diffs):.0%}")
+
+
 def probe_us(results: Results) -> float | None:
     ms: list[Measurement] = [m for _, m in results.measurements("host_torch_op")]
     hosts = [float(m.params.get("host_us") or m.time_us) for m in ms]
     return statistics.median(hosts) if hosts else None
 
 
-def transferred(target: str, source: str, runs: dict[str, Results]) -> Topology | None:
-    """``target``'s own topology with ``source``'s host costs (scaled by the probe ratio) and
-    kernel kinds."""
+def transferred(target: str, source: str, runs: dict[str, Results], probe: bool
+                ) -> tuple[Topology, float] | None:
+    """``target``'s own topology with ``source``'s host costs (scaled by the probe ratio where
+    ``probe``) and kernel kinds; and the ratio."""
     mine, theirs = calibrated(target), calibrated(source)
     p_mine, p_theirs = probe_us(runs[target]), probe_us(runs[source])
     if mine is None or theirs is None or not p_mine or not p_theirs:
         return None
-    scale = p_mine / p_theirs
+    scale = p_mine / p_theirs if probe else 1.0
     lat = theirs.latency
     host = {f: getattr(lat, f) * scale for f in ("host_call_us", "host_view_us",
                                                   "host_launch_us", "host_collective_us",
                                                   "host_sync_us")}
     host["host_library_us"] = lat.library_us * scale
-    return dataclasses.replace(mine, latency=dataclasses.replace(mine.latency, **host),
-                               kernels=dict(theirs.kernels))
+    return (dataclasses.replace(mine, latency=dataclasses.replace(mine.latency, **host),
+                                kernels=dict(theirs.kernels)), p_mine / p_theirs)
 
 
 def calibrated(machine: str) -> Topology | None:
@@ -205,18 +223,23 @@ def main() -> None:
         grpo_table(results, topo)
         print("\nKernel kinds, held-out half (odd positions of each size sweep):\n")
         kernel_table(results, topo)
+        kernel_spread(results)
     for target in runs:
         for source in runs:
             if source == target:
                 continue
-            topo = transferred(target, source, runs)
-            if topo is None:
-                continue
-            print(f"\n## {target} predicted from {source}'s fit (host costs x probe ratio, "
-                  f"{source}'s kernel kinds, {target}'s spec sheet and launch measurements)\n")
-            reference_table(runs[target], topo, False)
-            print()
-            grpo_table(runs[target], topo)
+            for probe in (False, True):
+                made = transferred(target, source, runs, probe)
+                if made is None:
+                    continue
+                topo, ratio = made
+                how = (f"host costs x the probe ratio {ratio:.3g}" if probe else
+                       "host costs as they are")
+                print(f"\n## {target} predicted from {source}'s fit ({how}, {source}'s kernel "
+                      f"kinds, {target}'s spec sheet and launch measurements)\n")
+                reference_table(runs[target], topo, False)
+                print()
+                grpo_table(runs[target], topo)
 
 
 if __name__ == "__main__":
