@@ -94,16 +94,18 @@ def program_rows(ms: Iterable[Measurement]) -> list[ProgramRow]:
     groups: dict[tuple[str, int, int], list[Measurement]] = defaultdict(list)
     for m in ms:
         p = m.params
-        if m.op == "pkb_reference" and isinstance(p.get("problem"), str) and m.time_us > 0:
-            groups[(p["problem"], int(p.get("rows", 1024)), int(p.get("cols", 1024)))].append(m)
+        rows, cols = _count(p.get("rows", 1024)), _count(p.get("cols", 1024))
+        if m.op == "pkb_reference" and isinstance(p.get("problem"), str) and m.time_us > 0 \
+                and rows and cols:  # a row a results file mangled is left out
+            groups[(p["problem"], rows, cols)].append(m)
     out = []
     for (problem, rows, cols), group in sorted(groups.items()):
         head = problem.split("_", 1)[0]
         if not head.isdigit():
             continue
         times = tuple(m.time_us for m in group)
-        issues = [float(m.params["host_issue_us"]) for m in group
-                  if isinstance(m.params.get("host_issue_us"), (int, float))]
+        issues = [_number(m.params.get("host_issue_us")) for m in group
+                  if _number(m.params.get("host_issue_us")) > 0]
         issue = statistics.median(issues) if issues else 0.0  # none measured: not host-bound
         out.append(ProgramRow(problem, int(head), rows, cols,
                               math.exp(statistics.fmean(math.log(t) for t in times)), times,
@@ -167,7 +169,8 @@ def kernel_points(ms: Iterable[Measurement]) -> dict[str, list[tuple[Measurement
     for m in ms:
         p = m.params
         kind = str(p.get("kind", ""))
-        if m.op != "kernel_kind" or "+" in kind or not kind or m.time_us <= 0:
+        if m.op != "kernel_kind" or "+" in kind or not kind or m.time_us <= 0 \
+                or not _count(p.get("kernels", 1)) or _number(p.get("flops", 0.0)) < 0:
             continue
         family = re.sub(r"\d+", "#", str(p.get("shape", "")))  # one sweep: one shape pattern
         sweeps[(kind, str(p.get("op")), str(p.get("dtype")), family)].append(m)
@@ -183,7 +186,7 @@ def kernel_model_us(m: Measurement, fit: KindFit, topo: Topology, memory_eff: fl
                     compute_eff: float) -> float:
     """The model's time per call of one ``kernel_kind`` measurement (graph replay: each
     kernel's node launch included)."""
-    kernels = max(1.0, float(m.params.get("kernels") or 1))
+    kernels = float(_count(m.params.get("kernels", 1)) or 1)
     per = _per_kernel_work(m, topo)
     t = max(per[0] / memory_eff, per[1] / compute_eff)
     return kernels * (fit.fixed_us + topo.latency.kernel_launch_us + t * 1e6)
@@ -198,7 +201,7 @@ def fit_kernel_kind(kind: str, points: list[tuple[Measurement, bool]], topo: Top
     compute = kind in COMPUTE_KINDS
     rows, ys = [], []
     for m in use:
-        kernels = max(1.0, float(m.params.get("kernels") or 1))
+        kernels = float(_count(m.params.get("kernels", 1)) or 1)
         t = m.time_us * 1e-6 / kernels
         work = _per_kernel_work(m, topo)[1 if compute else 0]
         rows.append([1.0 / t, work / t])
@@ -217,9 +220,22 @@ def fit_kernel_kind(kind: str, points: list[tuple[Measurement, bool]], topo: Top
 
 def _per_kernel_work(m: Measurement, topo: Topology) -> tuple[float, float]:
     """(seconds at the full achievable HBM rate, seconds at the full peak) of one kernel."""
-    kernels = max(1.0, float(m.params.get("kernels") or 1))
+    kernels = float(_count(m.params.get("kernels", 1)) or 1)
     peaks = topo.gpu.peak_tflops
-    peak = peaks.get("bf16_tensor", peaks["fp32"]) if m.params.get("tensor_core") else \
+    peak = peaks.get("bf16_tensor", peaks["fp32"]) if m.params.get("tensor_core") is True else \
         peaks["fp32"]
-    flops = float(m.params.get("flops") or 0.0)
+    flops = _number(m.params.get("flops", 0.0))
     return (m.size_bytes / kernels / topo.gpu.hbm_Bps, flops / kernels / (peak * 1e12))
+
+
+def _number(value: object) -> float:
+    """A finite numeric param, else 0 (a results file's params are not typed)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0.0
+    return float(value)
+
+
+def _count(value: object) -> int:
+    """A positive whole-number param, else 0."""
+    x = _number(value)
+    return int(x) if x >= 1 and x == int(x) and x < 2**53 else 0

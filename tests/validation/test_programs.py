@@ -182,3 +182,21 @@ def _topology_data() -> dict[str, object]:
     import yaml
 
     return dict(yaml.safe_load((ROOT / "topologies" / "dgx-h100.yaml").read_text()))
+
+
+def test_mangled_params_are_left_out_not_a_traceback() -> None:
+    bad = [Measurement("pkb_reference", 1, 10.0, None, 1, 10.0, 10.0,
+                       {"problem": "1_allreduce", "rows": "x", "cols": 1024}),
+           Measurement("pkb_reference", 1, 10.0, None, 1, 10.0, 10.0,
+                       {"problem": "1_allreduce", "rows": 1024, "host_issue_us": "fast"}),
+           Measurement("pkb_reference", 1, 10.0, None, 1, 10.0, 10.0,
+                       {"problem": 7, "rows": 1024}),
+           Measurement("kernel_kind", 1, 1.0, None, 1, 1.0, 1.0,
+                       {"kind": "sort", "kernels": "three", "flops": 1}),
+           Measurement("kernel_kind", 1, 1.0, None, 1, 1.0, 1.0,
+                       {"kind": "sort", "kernels": 1, "flops": -5})]
+    rows = programs.program_rows(bad)
+    assert [(r.problem, r.rows, r.host_issue_us) for r in rows] == [("1_allreduce", 1024, 0.0)]
+    assert programs.kernel_points(bad) == {}
+    cal = calibrate(_results(bad), load_topology("dgx-h100"), name="x", results_sha256="")
+    assert "latency.host_launch_us" in cal.skipped  # no host-bound row: said, not raised
