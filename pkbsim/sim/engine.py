@@ -54,13 +54,19 @@ class Node:
 class Work:
     """What a node does once started; calls ``done()`` when finished."""
 
+    kind = "work"  # what the node records say it did
+
     def run(self, sim: Simulation, node: Node, done: Callable[[], None]) -> None:
         raise NotImplementedError
 
 
 class Delay(Work):
-    def __init__(self, seconds: float) -> None:
+    """A fixed time: host dispatch (``kind`` "collective_call" for a collective's host call),
+    a host synchronisation."""
+
+    def __init__(self, seconds: float, kind: str = "delay") -> None:
         self.seconds = seconds
+        self.kind = kind
 
     def run(self, sim: Simulation, node: Node, done: Callable[[], None]) -> None:
         if self.seconds > 0:
@@ -77,6 +83,8 @@ class Compute(Work):
     byte), so it runs at max(t_mem, t_comp) alone and slower when communication holds SMs or
     moves bytes through the same HBM.
     """
+
+    kind = "compute"
 
     def __init__(self, t_comp_s: float, hbm_bytes: float) -> None:
         self.t_comp_s = t_comp_s
@@ -105,6 +113,8 @@ class Compute(Work):
 
 class Collective(Work):
     """This rank's part of a collective call (one :class:`CollectiveRun` for all members)."""
+
+    kind = "collective"
 
     def __init__(self, run: CollectiveRun, group_rank: int) -> None:
         self.run_ = run

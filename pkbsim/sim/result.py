@@ -56,6 +56,8 @@ class NodeRecord:
     ready_us: float
     start_us: float
     end_us: float
+    work: str = "marker"  # delay, collective_call (a collective's host call), compute,
+    # collective, or marker (no work: an iteration's end, a join)
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,11 @@ class SimResult:
     per_rank_us: tuple[float, ...]
     slowest_rank: int
     window_us: tuple[float, float]  # the measured iteration on the slowest rank
+    # where the measured iteration starts: window_us[0], or earlier where its critical path
+    # began earlier (a host issuing it while the GPU still ran the previous one); per-op
+    # start/end and the critical path listing count from here
     makespan_us: float
+    iteration_start_us: float
     ops: tuple[OpTiming, ...]
     links: tuple[LinkUse, ...]
     sm_utilization: tuple[float, ...]
@@ -128,16 +134,23 @@ def summarize(sim: Simulation, builder: Builder, inst: TaskInstance, strategy: S
     t0 = times[-2][slowest] if iterations >= 2 else 0.0
     window = (t0, times[-1][slowest])
     makespan = sim.env.now
+    path = _critical_path(ends[-1][slowest], last)
+    # the iteration starts when the previous one ended on the slowest rank, or earlier where
+    # its critical path began earlier (a host issuing it while the GPU ran the previous one)
+    begun = min([t0, *(seg.start_us * US for seg in path)])
     return SimResult(
         instance=inst, topology=sim.topo, strategy=strategy, pieces=builder.pieces,
         iterations=iterations, predicted_us=_us(per_rank[slowest]),
         per_rank_us=tuple(_us(t) for t in per_rank), slowest_rank=slowest,
         window_us=(_us(window[0]), _us(window[1])), makespan_us=_us(makespan),
-        ops=_op_timings(sim, builder, inst, last, slowest, t0),
+        iteration_start_us=_us(begun),
+        ops=_op_timings(sim, builder, inst, last, slowest, begun),
         links=_links(sim, makespan), sm_utilization=_sm_use(sim, makespan),
-        critical_path=_critical_path(ends[-1][slowest], last),
+        critical_path=path,
         nodes=tuple(NodeRecord(n.rank, n.track, n.name, n.iteration, _us(n.ready),
-                               _us(n.start), _us(n.end)) for n in sim.nodes),
+                               _us(n.start), _us(n.end),
+                               n.work.kind if n.work is not None else "marker")
+                    for n in sim.nodes),
         flows=tuple(FlowRecord(_us(a), _us(b), str(tag[0]), tuple(tag[1]), tuple(tag[2]), nb)
                     for a, b, tag, nb in sim.flows),
         flows_started=sim.net.flows_started, rate_updates=sim.net.rate_updates,
