@@ -258,7 +258,11 @@ def roofline(inst: TaskInstance, topo: Topology) -> Roofline:
     t_mem = _busiest_rank(compute, inst.world_size, lambda c: c.t_mem_s)
     t_comp = _busiest_rank(compute, inst.world_size, lambda c: c.t_comp_s)
     steps, t_sync = _critical_syncs(inst, comm)
-    t_floor = topo.latency.kernel_launch_us * US + t_sync
+    # one launch, unless there is nothing to do: every op skipped (repeat 0) or a call in a
+    # group of one rank (no peer to reach, and its output may be its input)
+    work = any(op.repeat > 0 and (isinstance(op, ComputeOp) or op.group_size > 1)
+               for op in inst.ops)
+    t_floor = (topo.latency.kernel_launch_us * US if work else 0.0) + t_sync
     terms = {"comm": t_comm, "memory": t_mem, "compute": t_comp, "latency": t_floor}
     binding = max(terms, key=lambda k: terms[k])
     return Roofline(

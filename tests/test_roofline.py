@@ -214,4 +214,11 @@ def test_compute_imbalance_scales_the_busiest_rank(tmp_path: Path) -> None:
 def test_an_op_repeated_zero_times_costs_nothing(tmp_path: Path) -> None:
     r = bound(one_op_task(tmp_path, "all_reduce", 1 * MiB, {"repeat": 0}))
     assert r.t_comm_s == 0 and r.sync_steps_critical_path == 0
-    assert r.t_latency_floor_s == pytest.approx(LAUNCH)
+    assert r.t_latency_floor_s == 0  # nothing left to do: not even a launch
+
+
+def test_a_call_in_a_group_of_one_rank_needs_no_launch(tmp_path: Path) -> None:
+    r = bound(one_op_task(tmp_path, "all_gather", 1 * MiB), 1)
+    assert r.t_roof_s == 0
+    r = bound(one_op_task(tmp_path, "all_gather", 1 * MiB), 2)
+    assert r.t_latency_floor_s > LAUNCH

@@ -14,9 +14,9 @@ from pkbsim.sim.engine import SimOptions, Simulation, run_call
 from pkbsim.sim.engine import comm_sms as held_sms
 from pkbsim.sim.result import SimResult, summarize
 from pkbsim.sim.strategies import CHUNK_CHOICES, STRATEGIES, Builder, Strategy
-from pkbsim.task.schema import ComputeOp, TaskInstance
+from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
 from pkbsim.topology.schema import Topology
-from pkbsim.trace.store import reference_program
+from pkbsim.trace.store import ChosenProgram, reference_program
 from pkbsim.units import US
 
 __all__ = ["STRATEGIES", "CollectiveResult", "SimOptions", "SimResult", "Strategy", "simulate",
@@ -35,6 +35,9 @@ def simulate(inst: TaskInstance, topo: Topology, strategy: Strategy,
             strategy.reference == "trace" or (strategy.reference == "auto"
                                               and not strategy.overrides)):
         chosen = reference_program(inst)
+        if chosen is not None and strategy.reference == "auto" and not trace_stands_for(
+                chosen, inst):
+            chosen = None
         if chosen is None and strategy.reference == "trace":
             raise UsageError(f"task {inst.spec.key} has no traced reference program; use "
                              "--reference-model task, or trace it (pkbsim trace)")
@@ -50,6 +53,21 @@ def simulate(inst: TaskInstance, topo: Topology, strategy: Strategy,
         best = min(tried, key=lambda k: (tried[k].predicted_us, k))
         return replace(tried[best], tried={k: r.predicted_us for k, r in tried.items()})
     return _run(inst, topo, strategy, options, strategy.chunks or 1)
+
+
+def trace_stands_for(chosen: ChosenProgram, inst: TaskInstance) -> bool:
+    """Whether a traced program (rank 0's operators) can model ``inst``: not when the task
+    file has a rank other than 0 do work rank 0 does not (``ranks: non_root`` with root 0:
+    the slowest rank was never traced), nor when the instance communicates and the program
+    has no collective (a trace at W = 1, where PKB's references skip their collectives)."""
+    w = inst.world_size
+    if any(isinstance(op, ComputeOp) and op.repeat > 0 and not op.runs_on(0)
+           and any(op.runs_on(r) for r in range(1, w)) for op in inst.ops):
+        return False
+    communicates = any(isinstance(op, CommOp) and op.group_size > 1 and op.repeat > 0
+                       for op in inst.ops)
+    has_collective = any(seg.collective is not None for seg in chosen.program.segments)
+    return has_collective or not communicates
 
 
 def _run(inst: TaskInstance, topo: Topology, strategy: Strategy, options: SimOptions,

@@ -61,7 +61,11 @@ RING_PLATEAU = 1.4
 TREE_CHUNK_MIN_BYTES = 128 * 1024  # NCCL halves a tree's chunk down to this for pipelining
 P2P_LL_THRESHOLD_BYTES = 16384  # NCCL_P2P_LL_THRESHOLD: point-to-point below this uses LL
 PIPELINE_CHUNK_BYTES = 512 * 1024  # Simple's step: its 4 MiB buffer over NCCL_STEPS = 8
+# LL's chunk: a 64 KiB step (its 512 KiB buffer over NCCL_STEPS) of which half is flags
+# (enqueue.cc calcCollChunking): LL moves on in pieces this small, trees and rings alike
+LL_CHUNK_BYTES = 32 * 1024
 NVLS_ALGOS = ("nvls", "multicast", "nvls_tree")
+P2P_KINDS = ("all_to_all", "scatter", "gather", "send_recv")  # NCCL's grouped send/recv
 
 
 def generation(topo: Topology) -> str:
@@ -154,9 +158,11 @@ def choose(op: CommOp, nbytes: float, ctx: Context, world_size: int, fabric: Fab
 
 def channels(alg_name: str, proto: str, kind: str, nbytes: float, ctx: Context,
              most: int) -> int:
-    """Channels NCCL runs a call on: NVLS always its own count; rings and trees drop channels
-    while the call's bytes (nccl-tests' S) are under channels x threads x threshold."""
-    if alg_name in NVLS_ALGOS or most <= 1:
+    """Channels NCCL runs a call on: NVLS always its own count; grouped sends and receives
+    (all-to-all, scatter, gather, send/recv) its pool of point-to-point channels, whatever the
+    size (init.cc ncclTopoComputeP2pChannels); rings and trees drop channels while the call's
+    bytes (nccl-tests' S) are under channels x threads x threshold."""
+    if alg_name in NVLS_ALGOS or kind in P2P_KINDS or most <= 1:
         return max(most, 1)
     threshold = THREAD_THRESHOLD[proto] * (ctx.n if alg_name == "ring" and proto == "LL" else 1)
     per_channel = THREADS[proto] * threshold
@@ -217,11 +223,14 @@ def _cost(alg_name: str, proto: str, op: CommOp, ctx: Context, world_size: int,
             op.kind == "all_reduce" and S / (max(mech.sms_to_saturate, 1) * ctx.n) >= 64:
         latency *= RING_PLATEAU
     estimate = latency + t_bw
+    ll = LL_CHUNK_BYTES if proto == "LL" else None
     if alg_name == "nccl_tree":  # each tree's share per channel, in chunks of 128-512 KiB
         share = op.bytes_per_rank / 2 / max(alg.channels(op.kind, ctx) // 4, 1)
-        chunks = max(1, min(math.ceil(share / TREE_CHUNK_MIN_BYTES), MAX_PIPELINE_CHUNKS))
+        chunks = max(1, min(math.ceil(share / (ll or TREE_CHUNK_MIN_BYTES)),
+                            MAX_PIPELINE_CHUNKS))
     else:
-        chunks = alg.pipeline_chunks(op.kind, op.bytes_per_rank, ctx.n, PIPELINE_CHUNK_BYTES)
+        chunks = alg.pipeline_chunks(op.kind, op.bytes_per_rank, ctx.n,
+                                     ll or PIPELINE_CHUNK_BYTES)
     most = mech.sms_to_saturate
     nc = channels(alg_name, proto, op.kind, op.bytes_per_rank, ctx, most)
     return NcclChoice(alg_name, proto, mech.name, chunks, base * US,

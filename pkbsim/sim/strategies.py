@@ -94,6 +94,9 @@ class CommChoice:
 
 
 CUSTOM_CHUNK_BYTES = 64 * 1024
+# torch.distributed calls that write their input (all_reduce(t), broadcast(t), reduce(t)): with
+# one rank NCCL has nothing to do; the others copy their input to their output
+IN_PLACE_KINDS = ("all_reduce", "broadcast", "reduce")
 # traced collectives the simulator runs as NCCL calls (send/recv, barrier: the host cost only)
 TRACED_KINDS = {"all_reduce": "all_reduce", "all_gather": "all_gather",
                 "reduce_scatter": "reduce_scatter", "all_to_all": "all_to_all",
@@ -163,6 +166,14 @@ class Builder:
         return self._custom_spec(op, ctx, nbytes, ov)
 
     def _nccl_spec(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride) -> CallSpec:
+        spec, choice = self._nccl_call(op, ctx, nbytes, ov)
+        self.choices[op.id] = choice
+        return spec
+
+    def _nccl_call(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride
+                   ) -> tuple[CallSpec, CommChoice]:
+        """The call NCCL would make for ``op`` (its tuner's algorithm, protocol, channels,
+        chunks and latencies), with ``ov`` applied."""
         fabric = self.sim.fabric
         if ov.algorithm and ov.algorithm not in ALGORITHMS:
             raise UsageError(f"op {op.id}: unknown algorithm {ov.algorithm!r}")
@@ -183,11 +194,11 @@ class Builder:
         chunks = ov.chunks or choice.chunks
         # NCCL runs one block per channel: the call holds (and moves data with) that many SMs
         sms = comm_sms(mech, ov.sms if ov.sms is not None or ov.mechanism else choice.channels)
-        self.choices[op.id] = CommChoice(op.id, alg.name, mech.name, choice.protocol, chunks,
-                                         1, sms, round(choice.estimate_s / US, 6))
-        return CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, choice.start_latency_s,
-                        choice.step_latency_s, choice.net_latency_s, sms, op.id,
-                        choice.flow_cap_Bps)
+        return (CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, choice.start_latency_s,
+                         choice.step_latency_s, choice.net_latency_s, sms, op.id,
+                         choice.flow_cap_Bps),
+                CommChoice(op.id, alg.name, mech.name, choice.protocol, chunks, 1, sms,
+                           round(choice.estimate_s / US, 6)))
 
     def _custom_spec(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride
                      ) -> CallSpec:
@@ -207,6 +218,7 @@ class Builder:
         members = self.groups(op)[0]
         best_spec: CallSpec | None = None
         best_time = float("inf")
+        protocol: str | None = None
         # the alpha-beta ranking shortlists; a standalone simulation of one call decides, as it
         # sees what alpha-beta does not (pipelining of phases, chunking, shared ports)
         for cand in sorted(cands, key=lambda c: (c.t_total_s, c.t_bw_s))[:SHORTLIST]:
@@ -218,14 +230,21 @@ class Builder:
             sms = comm_sms(mech, ov.sms)
             if mech.traits.uses_sms and sms < 1:
                 raise UsageError(f"op {op.id}: {mech.name} moves data with SMs; give it >= 1")
-            spec = CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, mech.latency_s,
+            # one rank moves nothing and waits for no one: no start handshake either
+            start = mech.latency_s if ctx.n > 1 else 0.0
+            spec = CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, start,
                             mech.step_latency_s, net, sms, op.id)
             t = self._standalone(spec, members)
             if t < best_time:
                 best_spec, best_time = spec, t
+        if ctx.n > 1 and not any(vars(ov).values()):
+            # a custom kernel can always do what the reference's NCCL call does
+            nccl_call, nccl_choice = self._nccl_call(op, ctx, nbytes, ov)
+            if self._standalone(nccl_call, members) < best_time:
+                best_spec, protocol = nccl_call, nccl_choice.protocol
         assert best_spec is not None
         self.choices[op.id] = CommChoice(op.id, best_spec.algorithm.name,
-                                         best_spec.mechanism.name, None, best_spec.chunks,
+                                         best_spec.mechanism.name, protocol, best_spec.chunks,
                                          self.pieces_of(op), best_spec.comm_sms, None)
         return best_spec
 
@@ -256,6 +275,16 @@ class Builder:
                 out[r] = self.sim.node(r, "stream0", op.id, it, Collective(run, g),
                                        deps[r], launch_s)
         return out
+
+    def one_rank_nodes(self, op: CommOp, nbytes: float, deps: Mapping[int, list[Node | None]],
+                       it: int) -> dict[int, Node]:
+        """An NCCL call in a group of one rank (NCCL's ncclLaunchOneRank): out of place, a
+        device copy of the buffer (cudaMemcpyAsync); in place, nothing on the GPU."""
+        if op.kind in IN_PLACE_KINDS or nbytes <= 0:
+            return {}
+        launch = self.topo.latency.eager_kernel_us * US
+        return {r: self.sim.node(r, "stream0", op.id, it, Compute(0.0, 2 * nbytes), deps[r],
+                                 launch) for r in range(self.w)}
 
     # ------------------------------------------------------------ strategies
 
@@ -304,14 +333,19 @@ class Builder:
         for op in self.inst.ops:
             if isinstance(op, CommOp):
                 for rep in range(op.repeat):
-                    issued = {r: sim.node(r, "host", op.id, it, Delay(self.host_call_s()),
+                    issued = {r: sim.node(r, "host", op.id, it,
+                                          Delay(self.host_call_s(), "collective_call"),
                                           [host[r]]) for r in range(self.w)}
-                    nodes = self.collective_nodes(
-                        op, rep, op.bytes_per_rank * op.imbalance,
-                        {r: [issued[r], gpu[r]] for r in range(self.w)}, it, launch)
+                    deps: dict[int, list[Node | None]] = {r: [issued[r], gpu[r]]
+                                                          for r in range(self.w)}
+                    nbytes = op.bytes_per_rank * op.imbalance
+                    nodes = (self.one_rank_nodes(op, nbytes, deps, it) if op.group_size == 1
+                             else self.collective_nodes(op, rep, nbytes, deps, it, launch))
                     for r in range(self.w):
-                        host[r], gpu[r] = issued[r], nodes[r]
+                        host[r], gpu[r] = issued[r], nodes.get(r, gpu[r])
                         self._host_syncs(op.host_syncs, op.id, r, it, host, gpu)
+                continue
+            if op.repeat == 0:  # the reference skips it at this size (e.g. no padding needed)
                 continue
             cb = bound_compute_op(op, self.topo)  # all repeats, busiest rank
             kernels = max(op.repeat * op.launches, 1)
@@ -371,18 +405,21 @@ class Builder:
         coll = seg.collective
         assert coll is not None
         lat = self.topo.latency
-        issued = {r: self.sim.node(r, "host", name, it, Delay(lat.host_collective_us * US),
+        issued = {r: self.sim.node(r, "host", name, it,
+                                   Delay(lat.host_collective_us * US, "collective_call"),
                                    [host[r]]) for r in range(self.w)}
         op = self._comm_op(coll, name)
-        if op is None:  # one rank, or a kind NCCL does not run as one call: the host cost only
+        if op is None:  # a kind NCCL does not run as one call: the host cost only
             for r in range(self.w):
                 host[r] = issued[r]
             return
-        nodes = self.collective_nodes(op, 0, op.bytes_per_rank,
-                                      {r: [issued[r], gpu[r]] for r in range(self.w)}, it,
-                                      lat.eager_kernel_us * US)
+        deps: dict[int, list[Node | None]] = {r: [issued[r], gpu[r]] for r in range(self.w)}
+        nodes = (self.one_rank_nodes(op, op.bytes_per_rank, deps, it) if op.group_size == 1
+                 else self.collective_nodes(op, 0, op.bytes_per_rank, deps, it,
+                                            lat.eager_kernel_us * US))
         for r in range(self.w):
-            host[r], gpu[r] = issued[r], nodes[r]
+            host[r] = issued[r]
+            gpu[r] = nodes.get(r, gpu[r])
 
     def _comm_op(self, coll: TracedCollective, name: str) -> CommOp | None:
         """The traced collective as a comm op at this world size (its group scaled with W when
@@ -391,7 +428,7 @@ class Builder:
         traced_w = self.strategy.program.point.world_size
         size = self.w if coll.group_size == traced_w else coll.group_size
         kind = TRACED_KINDS.get(coll.name)
-        if size <= 1 or kind is None or self.w % size or coll.bytes <= 0:
+        if size < 1 or kind is None or self.w % size or coll.bytes <= 0:
             return None
         return CommOp(id=f"{name}:{coll.name}", kind=kind, bytes_per_rank=float(coll.bytes),
                       dtype="bf16", group="world" if size == self.w else f"traced{size}",
@@ -464,7 +501,9 @@ class Builder:
                 nodes = inst.get(r) or []
                 if nodes:
                     deps.append(nodes[min(len(nodes) - 1, math.ceil((j + 1) * len(nodes) / k) - 1)])
-                else:  # the producer does not run on this rank: wait for it where it ran
+                elif not isinstance(op, CommOp):
+                    # the producer does not run on this rank: wait for it where it ran (a call
+                    # needs no such wait: its sends already wait for each peer to enter it)
                     deps.extend(ns[-1] for ns in inst.values() if ns)
         return deps
 

@@ -24,8 +24,10 @@ TOPOLOGIES = ("dgx-h100", "dgx-a100", "hgx-b200", "pcie-l40s-8", "h100-ib-2node"
               "h100-ib-4node")
 
 fields = st.fixed_dictionaries({}, optional={
-    "latency.host_collective_us": st.floats(0, 60),
-    "latency.nccl_launch_us": st.floats(0, 20),
+    # a host call costs something: at one rank an in-place NCCL call does nothing on the GPU
+    # (ncclLaunchOneRank), so its host cost is all the time there is
+    "latency.host_collective_us": st.floats(0.05, 60),
+    "latency.nccl_launch_us": st.floats(0.05, 20),
     "latency.kernel_launch_us": st.floats(0.05, 5),  # a kernel costs something: time > 0
     "latency.eager_launch_us": st.floats(0.05, 5),
     "scale_up.link_bandwidth_GBps": st.floats(1, 200),
