@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pkbsim.bounds import check_option
 from pkbsim.errors import UsageError
+from pkbsim.inputs import path_kind
 
 if TYPE_CHECKING:
     import pandas
@@ -540,7 +541,8 @@ def check_compare(problem: str | None, measured: Path | None, measured_us: float
         raise UsageError("--solution needs --problem (a directory takes --solutions DIR)")
     if solution is not None and solutions is not None:
         raise UsageError("give --solution FILE or --solutions DIR, not both")
-    if solutions is not None and not solutions.expanduser().is_dir():
+    if solutions is not None and path_kind(solutions.expanduser(),
+                                           name=f"--solutions {solutions}") != "folder":
         raise UsageError("--solutions: not a directory", file=str(solutions))
 
 
@@ -595,7 +597,7 @@ def record_trace(target: str | None = None, *,
     ``programs``: also fold them into reference programs there. Feed a trace to
     ``simulate(trace_file=...)``. ``commit``: how to read the PKB checkout's commit; ``rank``:
     the rank recorded (negative counts from the last: -1 is W - 1)."""
-    from pkbsim.trace.launch import MODES, TraceJob, run_trace
+    from pkbsim.trace.launch import MODES, TraceJob, check_out_folder, run_trace
 
     if mode not in MODES:
         raise UsageError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
@@ -622,6 +624,8 @@ def record_trace(target: str | None = None, *,
         job = TraceJob(world_size, Path(out), function=target, inputs=inputs,
                        sets=tuple(f"{k}={v}" for k, v in given.items()), timeout_s=timeout,
                        mode=mode, rank=rank)
+    if programs is not None:
+        check_out_folder(Path(programs), "--programs")
     outcomes = tuple(run_trace(job))
     folded: list[str] = []
     if programs is not None:

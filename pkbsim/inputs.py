@@ -7,6 +7,7 @@ Every failure is one PkbsimError naming the file.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -17,6 +18,31 @@ from typing import Any
 from pkbsim.bounds import MAX_NUMBER_CHARS
 from pkbsim.errors import PkbsimError, UsageError
 from pkbsim.limits import INPUT_BYTES, NESTING, Limit
+
+
+def path_kind(path: str | Path, *, error: type[PkbsimError] = UsageError,
+              name: str | None = None) -> str:
+    """What ``path`` names, following symbolic links: ``missing``, ``file`` (regular),
+    ``folder`` or ``other`` (a FIFO, device or socket). A path the system cannot look up (a
+    name too long, a loop of symbolic links, a folder it may not enter) is ``error`` naming it
+    (``name``, else the path), where ``Path.exists`` would raise or say False."""
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing"
+    except OSError as exc:
+        raise error(f"cannot use this path: {lookup_error(exc)}",
+                    file=name or str(path)) from None
+    if stat.S_ISREG(info.st_mode):
+        return "file"
+    return "folder" if stat.S_ISDIR(info.st_mode) else "other"
+
+
+def lookup_error(exc: OSError) -> str:
+    """An ``OSError`` from looking a path up, in words."""
+    if exc.errno == errno.ELOOP:
+        return "too many levels of symbolic links (a loop of links?)"
+    return (exc.strerror or str(exc)).lower()
 
 
 def read_bytes(path: str | Path, *, limit: Limit = INPUT_BYTES,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pkbsim.errors import UsageError
 from pkbsim.files import is_special, write_file
+from pkbsim.inputs import path_kind
 
 IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
 
@@ -38,16 +39,19 @@ def check_writable(out: Path, option: str, *, regular: bool = False) -> None:
             raise UsageError(f"{option} -: expected a file (it is read back)")
         return
     out = out.expanduser()
-    if out.is_dir():
+    kind = path_kind(out, name=f"{option} {out}")
+    if kind == "folder":
         raise UsageError(f"{option} {out}: is a folder")
-    if is_special(out):
+    if kind == "other" or is_special(out):
         if regular:
             raise UsageError(f"{option} {out}: not a regular file (it is read back, so a "
                              "device, FIFO or - cannot hold it)")
         return
     target = Path(os.path.realpath(out))
-    if not target.parent.exists():
-        raise UsageError(f"{option} {out}: folder {target.parent} does not exist")
+    parent = path_kind(target.parent, name=f"{option} {out}")
+    if parent != "folder":
+        raise UsageError(f"{option} {out}: folder {target.parent} "
+                         + ("does not exist" if parent == "missing" else "is not a folder"))
 
 
 def image_format(path: Path, option: str, suffixes: tuple[str, ...] = IMAGE_SUFFIXES) -> str:

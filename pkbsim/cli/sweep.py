@@ -144,11 +144,11 @@ def sweep(
         x = x or sweep_plot.default_x(spec)
         y = y or sweep_plot.default_y(cols)
         sweep_plot.check_choice(spec, cols, x, y)
-    stream = jsonl if jsonl is not None or out is None or str(out) == "-" or is_special(out) \
-        else out.with_name(out.name + ".partial.jsonl")
     for path, option in ((out, "--out"), (plot, "--plot")):
         if path is not None:
             check_writable(path, option)
+    stream = jsonl if jsonl is not None or out is None or str(out) == "-" or is_special(out) \
+        else out.with_name(out.name + ".partial.jsonl")
     if stream is not None:
         check_writable(stream, "--jsonl", regular=True)
     with sweep_progress() as progress, sigterm_as_interrupt():

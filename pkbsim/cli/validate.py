@@ -20,6 +20,7 @@ from pkbsim import bounds
 from pkbsim.cli.options import number_option
 from pkbsim.cli.output import check_writable, write_output
 from pkbsim.errors import UsageError
+from pkbsim.inputs import path_kind
 
 REPORT_FILES = ("report.json", "report.md", "predicted_vs_measured.png")
 
@@ -147,7 +148,7 @@ def error_report(dir_: Path, base: str | None, calibrated: Path | None) -> None:
     from pkbsim.validation.results import load
 
     folder = dir_.expanduser()
-    if not folder.is_dir():
+    if path_kind(folder, name=f"--report {dir_}") != "folder":
         raise UsageError(f"--report {dir_}: not a folder (expected one holding results.json)")
     results = load(folder / "results.json")
     for name in REPORT_FILES:  # fail before any work

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pkbsim.errors import PkbsimError
-from pkbsim.inputs import read_text
+from pkbsim.inputs import path_kind, read_text
 from pkbsim.inspection.call_sites import CallSite, call_sites
 from pkbsim.inspection.device_source import (
     c_kernel_flags,
@@ -75,7 +75,7 @@ def inspect_path(path: Path, profile: Profile = PKB_PROFILE) -> list[Inspection]
     """A file, or every ``*.py`` under a folder (sorted); a folder's unreadable or unparsable
     file becomes a row with ``error`` set, a lone file's raises InspectError."""
     path = path.expanduser()
-    if path.is_dir():
+    if path_kind(path, error=InspectError) == "folder":
         files = []
         for p in path.rglob("*.py"):
             if p.is_file():

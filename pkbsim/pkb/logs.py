@@ -45,7 +45,7 @@ from pathlib import Path
 
 from pkbsim.bounds import check, parse_number
 from pkbsim.errors import PkbsimError
-from pkbsim.inputs import loads_json, read_bytes, read_text
+from pkbsim.inputs import loads_json, path_kind, read_bytes, read_text
 from pkbsim.limits import RANK_FILE_BYTES
 from pkbsim.task.loader import find_task
 
@@ -133,10 +133,15 @@ class MeasuredSet:
 def load_measured(path: str | Path) -> MeasuredSet:
     """A PKB logs directory (``logs/`` or one ``logs/problem_<stem>/``) or a CSV file."""
     p = Path(path).expanduser()
-    if p.is_dir():
+    kind = path_kind(p, error=MeasurementError, name=str(path))
+    if kind == "folder":
         return read_pkb_logs(p)
-    if p.is_file():
+    if kind == "file":
         return read_measured_csv(p)
+    if kind == "other":
+        raise MeasurementError("not a regular file or a folder (a FIFO, device or socket is "
+                               "not read; expected a CSV file or a PKB logs folder)",
+                               file=str(path))
     raise MeasurementError("no such file or directory", file=str(path))
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from pkbsim.errors import PkbsimError
-from pkbsim.inputs import loads_json, read_bytes
+from pkbsim.inputs import loads_json, path_kind, read_bytes
 from pkbsim.limits import RANK_FILE_BYTES
 
 SCHEMA = "pkbsim.runprofile/1"
@@ -111,13 +111,14 @@ def load_run_profiles(path: Path) -> list[RunProfile]:
     """One profile file, or every ``rank_<r>_profile.json`` under a folder (by folder, then
     rank); a folder with none is an error."""
     path = Path(path)
-    if path.is_dir():
+    kind = path_kind(path, error=RunProfileError)
+    if kind == "folder":
         files = _profile_files(path)
         if not files:
             raise RunProfileError("no rank_<r>_profile.json found (pkbsim run writes them in "
                                   "logs/problem_<stem>/<backend>/)", file=str(path))
         return [load_run_profile(f) for f in files]
-    if not path.exists():
+    if kind == "missing":
         raise RunProfileError("no such file or folder", file=str(path))
     return [load_run_profile(path)]
 

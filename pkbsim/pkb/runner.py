@@ -44,7 +44,7 @@ from typing import Any
 
 from pkbsim.datafiles import nearest, validate_dir
 from pkbsim.errors import PkbsimError, UsageError
-from pkbsim.inputs import loads_json, read_bytes
+from pkbsim.inputs import loads_json, path_kind, read_bytes
 from pkbsim.limits import CPU_RANKS, RANK_FILE_BYTES
 from pkbsim.processes import NO_MULTICAST, error_tail, exit_text, read_tail, run_in_group
 
@@ -137,12 +137,12 @@ def find_problem(pkb_root: Path, problem: str) -> Problem:
     """``problem`` by number (``1``) or stem (``1_allreduce``, ``.py`` optional) in the
     checkout's ``reference/`` folder, as PKB's run_local.py resolves it."""
     root = pkb_root.expanduser().absolute()
-    if not root.is_dir():
+    if path_kind(root, error=PkbError, name=f"--pkb-root {root}") != "folder":
         raise PkbError("no such folder", file=str(root), field="--pkb-root")
     folder = root / "reference"
-    if not folder.is_dir():
+    if path_kind(folder, error=PkbError) != "folder":
         raise PkbError("not a PKB checkout: no reference/ folder", file=str(root))
-    if not (root / INPUTS_FILE).is_file():
+    if path_kind(root / INPUTS_FILE, error=PkbError) != "file":
         raise PkbError(f"not a PKB checkout: no {INPUTS_FILE}", file=str(root))
     stems = sorted(p.stem for p in folder.glob("*.py"))
     raw = problem.strip().removesuffix(".py")
@@ -243,7 +243,7 @@ def run_problem(pkb_root: Path, problem: str, solution: Path, out: Path,
     check_options(options)
     found = find_problem(pkb_root, problem)
     solution = solution.expanduser().absolute()
-    if not solution.is_file():
+    if path_kind(solution, error=PkbError, name=f"--solution {solution}") != "file":
         raise PkbError("no such file", file=str(solution), field="--solution")
     script = _script(scripts)
     check_gpus(options)

@@ -115,16 +115,27 @@ def _ignore_sigint() -> None:
 def read_results(path: Path, spec: SweepSpec) -> tuple[dict[str, Row], int]:
     """Rows of an earlier run of the same spec, and the byte length of the file's valid part.
 
-    A bad last line (cut off by a kill) is dropped; a bad line elsewhere is an error. A missing
-    or empty file, or one holding only a cut-off header, gives no rows and length 0.
+    Only a file this sweep wrote is resumed: its first line is the spec's header, each further
+    line one of its rows (the point's axis values, then ``error`` or the metric columns, each
+    of its type). A last line without its newline that does not parse (cut off by a kill) is
+    dropped; any other bad line is an error naming the line. A missing or empty file, or one
+    holding only the start of this spec's header (a kill while it was written), gives no rows
+    and length 0; any other file that is not this sweep is refused, whatever its length.
     """
     if not path.exists():
         return {}, 0
     data = read_bytes(path)
+    header = json_text(spec.header()).encode()
+    if not data or (b"\n" not in data and header.startswith(data)):
+        return {}, 0
     lines = data.split(b"\n")
     last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
+    if last < 0:  # blank lines only
+        _check_header(None, spec, path)
+    cut_off = not data.endswith(b"\n")  # a kill mid-line leaves a last line without newline
     names = spec.axis_names
     keys = {point_key(p, names) for p in points(spec)}
+    schema = _row_schema(spec)
     rows: dict[str, Row] = {}
     offset = valid_end = 0
     for i, raw in enumerate(lines[:last + 1]):
@@ -132,15 +143,21 @@ def read_results(path: Path, spec: SweepSpec) -> tuple[dict[str, Row], int]:
         try:
             record = loads_json(raw) if raw.strip() else None
         except UsageError as exc:
-            if i == last:
+            if i == last and i > 0 and cut_off:
                 break
+            if i == 0:
+                _check_header(None, spec, path)
             what = exc.message.split(" (", 1)[0]
             raise UsageError(f"line {i + 1}: {what} (fix or delete it, or pass --fresh)",
                              file=str(path)) from None
         if i == 0:
             _check_header(record, spec, path)
         elif record is not None:
-            rows[_check_row(record, names, keys, path, i + 1)] = record
+            key = _check_row(record, names, keys, schema, path, i + 1)
+            if key in rows:
+                raise UsageError(f"line {i + 1}: {key} is a second row of one point (fix or "
+                                 "delete it, or pass --fresh)", file=str(path))
+            rows[key] = record
         valid_end = min(offset, len(data))
     return rows, valid_end
 
@@ -154,15 +171,59 @@ def _check_header(record: Any, spec: SweepSpec, path: Path) -> None:
                          "another path, or --fresh to start over", file=str(path))
 
 
-def _check_row(record: Any, names: Sequence[str], keys: set[str], path: Path, number: int
-               ) -> str:
+def _row_schema(spec: SweepSpec) -> dict[str, tuple[type, ...]]:
+    """The metric columns of a row and the types each may hold (``None``: a ratio that has no
+    value, such as attainment at a zero time)."""
+    schema: dict[str, tuple[type, ...]] = {}
+    for col in columns(spec.metrics, spec.target):
+        if col == "binding":
+            schema[col] = (str,)
+        elif col.endswith("_attainment") or col == "line_rate_busbw_GBps":
+            schema[col] = (int, float, type(None))
+        else:
+            schema[col] = (int, float)
+    return schema
+
+
+def _check_row(record: Any, names: Sequence[str], keys: set[str],
+               schema: Mapping[str, tuple[type, ...]], path: Path, number: int) -> str:
+    """A row's point key, after checking it is a row this sweep writes: its point's axis
+    values, then ``error`` (text) or every metric column with a value of its type."""
     if not isinstance(record, dict) or any(n not in record for n in names):
         raise UsageError(f"line {number}: not a row of this sweep (axes "
                          + ", ".join(names) + ")", file=str(path))
     key = point_key(record, names)
     if key not in keys:
         raise UsageError(f"line {number}: {key} is not a point of this sweep", file=str(path))
+    fields = {k: v for k, v in record.items() if k not in names}
+    expected = {"error": (str,)} if "error" in fields else schema
+    problem = _field_problem(fields, expected)
+    if problem:
+        raise UsageError(f"line {number}: {problem}, not a row this sweep wrote (fix or delete "
+                         "it, or pass --fresh)", file=str(path))
     return key
+
+
+def _field_problem(fields: Mapping[str, Any], expected: Mapping[str, tuple[type, ...]]) -> str:
+    """What is wrong with a row's fields, or the empty string."""
+    for name in fields:
+        if name not in expected:
+            return f"unexpected field {name!r}"
+    for name, types in expected.items():
+        if name not in fields:
+            return f"no {name!r}"
+        value = fields[name]
+        if isinstance(value, bool) or not isinstance(value, types):
+            return f"{name} is {json_text(value)[:40]}, not {_type_names(types)}"
+        if isinstance(value, int | float) and value < 0:
+            return f"{name} is negative ({value})"
+    return ""
+
+
+def _type_names(types: tuple[type, ...]) -> str:
+    if str in types:
+        return "text"
+    return "a number or null" if type(None) in types else "a number"
 
 
 class _Sink:

@@ -15,6 +15,7 @@ from pkbsim.bounds import check_option
 from pkbsim.datafiles import looks_like_path
 from pkbsim.errors import UsageError
 from pkbsim.fields import Fields, load_yaml
+from pkbsim.inputs import path_kind
 from pkbsim.sim import SimOptions, SimResult, simulate
 from pkbsim.sim.strategies import (
     REFERENCE_MODELS,
@@ -58,8 +59,10 @@ def load_strategy(name: str, overrides: Mapping[str, str] | None = None) -> Stra
 def _strategy_file(path: Path) -> Strategy:
     """``base: custom_best`` (or nccl_reference), optional ``chunks: N``, and ``ops:`` with
     per-op mechanism, algorithm, protocol, chunks and sms."""
-    if not path.is_file():
-        raise UsageError("no such file", file=str(path))
+    kind = path_kind(path)
+    if kind != "file":
+        raise UsageError("no such file" if kind == "missing" else "not a regular file",
+                         file=str(path))
     data, _sha = load_yaml(path, UsageError)
     f = Fields(data, str(path), "", UsageError)
     base = f.text("base", choices=STRATEGIES)

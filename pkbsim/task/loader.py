@@ -14,6 +14,7 @@ from pkbsim.bounds import check, check_int, show
 from pkbsim.datafiles import data_dir, looks_like_path, nearest
 from pkbsim.errors import ExpressionError, InfeasibleError, PkbsimError, TaskError, UsageError
 from pkbsim.fields import Fields, load_yaml
+from pkbsim.inputs import path_kind
 from pkbsim.task.schema import (
     COMM_KINDS,
     COMPUTE_KINDS,
@@ -107,8 +108,9 @@ def find_task(name: str) -> Path:
     """A task's id, name, ``id_name``, alias, or a path to a user's file."""
     if looks_like_path(name):
         path = Path(name)
-        if not path.is_file():
-            raise TaskError("not a regular file" if path.exists() else "no such file",
+        kind = path_kind(path, error=TaskError)
+        if kind != "file":
+            raise TaskError("no such file" if kind == "missing" else "not a regular file",
                             file=name)
         return path
     index = _index()

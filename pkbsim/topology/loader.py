@@ -9,6 +9,7 @@ from typing import Any
 from pkbsim.datafiles import data_dir, looks_like_path, nearest
 from pkbsim.errors import PkbsimError, TopologyError
 from pkbsim.fields import Fields, load_yaml
+from pkbsim.inputs import path_kind
 from pkbsim.topology.schema import (
     FABRICS,
     KERNEL_KINDS,
@@ -47,8 +48,9 @@ def find_topology(name: str) -> Path:
     """A shipped topology's name, or a path to a user's file."""
     if looks_like_path(name):
         path = Path(name)
-        if not path.is_file():
-            raise TopologyError("not a regular file" if path.exists() else "no such file",
+        kind = path_kind(path, error=TopologyError)
+        if kind != "file":
+            raise TopologyError("no such file" if kind == "missing" else "not a regular file",
                                 file=name)
         return path
     path = data_dir("topologies") / f"{name}.yaml"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pkbsim.errors import UsageError
+from pkbsim.inputs import path_kind
 from pkbsim.limits import CPU_RANKS
 from pkbsim.processes import error_tail, exit_text, read_tail, run_in_group
 
@@ -95,6 +96,21 @@ def _statuses(out_dir: Path) -> dict[str, list[dict[str, object]]]:
     return found
 
 
+def _own_statuses(out_dir: Path, names: list[str]) -> list[Path]:
+    """The status files these targets' ranks write (``<target>.<rank>.json``, any rank): the
+    only ones a run may remove; any other file in ``status/`` is not pkbsim's to delete."""
+    folder = out_dir / "status"
+    if not folder.is_dir():
+        return []
+    wanted = set(names)
+    own = []
+    for path in folder.glob("*.json"):
+        target, _, rank = path.name.removesuffix(".json").rpartition(".")
+        if target in wanted and rank.isdigit() and path.is_file():
+            own.append(path)
+    return own
+
+
 def _targets(job: TraceJob) -> list[tuple[int, str]]:
     """(problem id, target name) in the order the worker runs them."""
     if job.pkb_root is None:
@@ -110,14 +126,15 @@ def _targets(job: TraceJob) -> list[tuple[int, str]]:
 
 
 def check_job(job: TraceJob) -> None:
+    check_out_folder(job.out_dir, "--out")
     if job.mode != "fake":  # fake tensors: one process stands for the traced rank
         CPU_RANKS.check(job.world_size, "tracing ranks (processes on this machine)")
     if not 0 <= job.rank < job.world_size:
         raise UsageError(f"rank {job.rank} is not one of the {job.world_size} ranks",
                          field="--rank")
     if job.pkb_root is not None:
-        if not (job.pkb_root / "reference").is_dir() or not (
-                job.pkb_root / "utils" / "input_output_tensors.py").is_file():
+        if path_kind(job.pkb_root / "reference", name=f"--pkb-root {job.pkb_root}") != "folder" \
+                or path_kind(job.pkb_root / "utils" / "input_output_tensors.py") != "file":
             raise UsageError("not a ParallelKernelBench checkout (needs reference/ and "
                              "utils/input_output_tensors.py)", field="--pkb-root",
                              file=str(job.pkb_root))
@@ -129,8 +146,28 @@ def check_job(job: TraceJob) -> None:
     file, sep, name = job.function.rpartition(":")
     if not sep or not file or not name.isidentifier():
         raise UsageError(f"expected FILE.py:FUNCTION, got {job.function!r}", field="TARGET")
-    if not Path(file).is_file():
-        raise UsageError("no such file", file=file)
+    kind = path_kind(file)
+    if kind != "file":
+        raise UsageError("no such file" if kind == "missing" else "not a regular file", file=file)
+
+
+def check_out_folder(folder: Path, option: str) -> None:
+    """``folder`` must be a folder or a new path (made with its parents) whose nearest existing
+    parent is a folder: never a file, a FIFO or a device, which would fail after the work."""
+    where = f"{option} {folder}"
+    kind = path_kind(folder, name=where)
+    if kind in ("file", "other"):
+        what = "a regular file" if kind == "file" else "a FIFO, device or socket"
+        raise UsageError(f"{where}: not a folder (it is {what}); give a folder, existing or new")
+    if kind == "missing" and os.path.lexists(folder):
+        raise UsageError(f"{where}: a symbolic link to nothing; give a folder, existing or new")
+    if kind == "missing":
+        for parent in folder.absolute().parents:  # the nearest that exists must be a folder
+            found = path_kind(parent, name=where)
+            if found == "folder":
+                break
+            if found != "missing":
+                raise UsageError(f"{where}: {parent} is not a folder")
 
 
 MODES = ("auto", "fake", "real")
@@ -180,7 +217,7 @@ def run_trace(job: TraceJob) -> list[TraceOutcome]:
 def _run_mode(job: TraceJob, targets: list[tuple[int, str]], fake: bool
               ) -> dict[str, TraceOutcome]:
     job.out_dir.mkdir(parents=True, exist_ok=True)
-    for old in (job.out_dir / "status").glob("*.json"):  # a previous run's
+    for old in _own_statuses(job.out_dir, [name for _, name in targets]):  # a previous run's
         old.unlink()
     outcomes: dict[str, TraceOutcome] = {}
     pending = list(targets)

@@ -19,7 +19,7 @@ from typing import Any
 from pkbsim.bounds import check, check_int
 from pkbsim.errors import PkbsimError
 from pkbsim.files import json_text
-from pkbsim.inputs import loads_json, read_bytes
+from pkbsim.inputs import loads_json, path_kind, read_bytes
 
 SCHEMA = "pkbsim.validation/1"
 STATUSES = ("ok", "waived", "failed", "timeout")
@@ -154,7 +154,7 @@ def dumps(results: Results) -> str:
 def load(path: str | Path) -> Results:
     """Read and check ``path`` (a results.json, or a folder holding one)."""
     p = Path(path)
-    if p.is_dir():
+    if path_kind(p, error=ResultsError) == "folder":
         p = p / "results.json"
     name = str(p)
     raw = loads_json(read_bytes(p, error=ResultsError), file=name, error=ResultsError)
