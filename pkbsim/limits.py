@@ -64,6 +64,9 @@ RANK_FILE_BYTES = Limit("rank_file_bytes", 2**20, "PKBSIM_MAX_RANK_FILE_BYTES",
                         "over it)")
 CPU_RANKS = Limit("cpu_ranks", 64, "PKBSIM_MAX_CPU_RANKS",
                   "ranks of a pkbsim run on CPU (one process each)")
+TRACE_LOG_BYTES = Limit("trace_log_bytes", 4 * 2**20, "PKBSIM_MAX_TRACE_LOG_BYTES",
+                        "bytes of a tracing job's output kept in its log (the first ones and "
+                        "the last 64 KiB)")
 
 LIMITS = (SIM_NODES, SIM_FLOWS, SWEEP_POINTS, AXIS_VALUES, INPUT_BYTES, SOURCE_BYTES,
-          SOURCE_FILES, NESTING, RANK_FILE_BYTES, CPU_RANKS)
+          SOURCE_FILES, NESTING, RANK_FILE_BYTES, CPU_RANKS, TRACE_LOG_BYTES)

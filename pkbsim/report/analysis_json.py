@@ -96,7 +96,7 @@ def to_dict(result: AnalysisResult) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "pkbsim_version": __version__,
-        "task": {"id": spec.id, "name": spec.name, "key": spec.key, "title": spec.title,
+        "task": {"id": spec.problem_id, "name": spec.name, "key": spec.key, "title": spec.title,
                  "aliases": list(spec.aliases), "parallelism": spec.parallelism,
                  "source": spec.source, "file": display_path(spec.file), "sha256": spec.sha256},
         "topology": {"name": topo.name, "description": topo.description,

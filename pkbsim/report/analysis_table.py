@@ -23,7 +23,7 @@ def analysis_table(result: AnalysisResult) -> str:
     inst, topo, roof = result.instance, result.topology, result.roofline
     spec = inst.spec
     alias = f" ({', '.join(spec.aliases)})" if spec.aliases else ""
-    head = (f"Task {spec.id} {spec.name}{alias}: {spec.title}\n"
+    head = (f"{spec.label}{alias}: {spec.title}\n"
             f"Topology {topo.name}: {topo.nodes} x {topo.gpus_per_node} x {topo.gpu.model}, "
             f"{topo.peer_line_rate_GBps:g} GB/s per GPU per direction to peers"
             f"{', NVLS' if topo.scale_up.in_switch_reduction else ''}\n"

@@ -29,7 +29,7 @@ def shown_ranks(result: SimResult) -> list[int]:
 
 def title(result: SimResult) -> str:
     inst = result.instance
-    text = (f"Task {inst.spec.id} {inst.spec.name} on {result.topology.name}, "
+    text = (f"{inst.spec.label} on {result.topology.name}, "
             f"W={inst.world_size}, {result.strategy.name}: predicted "
             f"{result.predicted_us:.3g} us per iteration (slowest rank {result.slowest_rank})")
     omitted = inst.world_size - len(shown_ranks(result))

@@ -62,7 +62,7 @@ def sim_table(result: SimResult, roof: Roofline) -> str:
             f"{k}: {_num(v)} us" for k, v in sorted(result.tried.items())) + ")"
     t_roof = roof.t_roof_s / US
     head = [
-        f"Task {spec.id} {spec.name}{alias} on {topo.name}, W = {inst.world_size}, "
+        f"{spec.label}{alias} on {topo.name}, W = {inst.world_size}, "
         f"preset {inst.preset}" + (" --set " + " ".join(f"{k}={v}" for k, v in sets.items())
                                    if sets else ""),
         f"Strategy {strategy.name} ({strategy.source}){extra}; each op in {result.pieces} "
@@ -130,8 +130,10 @@ def to_dict(result: SimResult, roof: Roofline) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "pkbsim_version": __version__,
-        "task": {"id": spec.id, "name": spec.name, "key": spec.key, "aliases": list(spec.aliases),
-                 "file": display_path(spec.file), "sha256": spec.sha256},
+        "task": {"id": spec.problem_id, "name": spec.name, "key": spec.key,
+                 "aliases": list(spec.aliases), "file": display_path(spec.file),
+                 "sha256": spec.sha256,
+                 **({"traced_from": spec.traced_from} if spec.traced_from else {})},
         "topology": {"name": topo.name, "file": display_path(topo.file), "sha256": topo.sha256},
         "world_size": inst.world_size,
         "preset": inst.preset,

@@ -168,7 +168,7 @@ def chrome_trace(result: SimResult) -> str:
     doc = {
         "displayTimeUnit": "ns",
         "otherData": {
-            "task_id": inst.spec.id, "task_name": inst.spec.name,
+            "task_id": inst.spec.problem_id, "task_name": inst.spec.name,
             "topology": result.topology.name, "world_size": inst.world_size,
             "preset": inst.preset, "strategy": result.strategy.name,
             "predicted_us": result.predicted_us, "slowest_rank": result.slowest_rank,

@@ -84,11 +84,25 @@ class TaskSpec:
     notes: str = ""
     file: str = ""
     sha256: str = ""
+    traced_from: str = ""  # a task made from a trace (no PKB problem): what was traced
 
     @property
     def key(self) -> str:
-        """The file stem: ``<id>_<name>``."""
-        return f"{self.id}_{self.name}"
+        """The file stem: ``<id>_<name>`` (a task made from a trace: its name)."""
+        return self.name if self.traced_from else f"{self.id}_{self.name}"
+
+    @property
+    def label(self) -> str:
+        """How reports name the task: ``Task 83 grpo``, or ``Traced FILE.py:FUNCTION`` for a
+        task made from a trace, which has no PKB problem id."""
+        if self.traced_from:
+            return f"Traced {self.traced_from}"
+        return f"Task {self.id} {self.name}"
+
+    @property
+    def problem_id(self) -> int | None:
+        """PKB's problem id; None for a task made from a trace."""
+        return None if self.traced_from else self.id
 
     @property
     def production_preset(self) -> str | None:

@@ -17,6 +17,8 @@ from pkbsim.trace.classes import HOST_CLASSES
 
 FORMAT = "pkbsim-trace"
 VERSION = 1
+MODES = ("fake", "real")  # meta.mode: how it was recorded, as ``pkbsim trace --mode`` names it
+OLD_MODES = {"cpu": "real"}  # what files written before said
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
                "reduce", "gather", "scatter", "send", "recv", "barrier", "other")
 
@@ -82,6 +84,13 @@ def op_to_dict(op: TraceOp) -> dict[str, Any]:
             coll["out_splits"] = list(c.out_splits)
         out["collective"] = coll
     return out
+
+
+def recorded_mode(value: object) -> str | None:
+    """A recorded ``mode`` in today's words (``cpu`` is an older file's ``real``); None where
+    it is none of them."""
+    name = OLD_MODES.get(value, value) if isinstance(value, str) else None
+    return name if name in MODES else None
 
 
 def trace_to_dict(trace: Trace) -> dict[str, Any]:
@@ -161,6 +170,12 @@ def trace_from_dict(data: Any, file: str) -> Trace:
     w = meta.get("world_size")
     if isinstance(w, bool) or not isinstance(w, int) or w < 1:
         raise reader.fail("meta.world_size", f"expected a positive integer, got {w!r}")
+    if "mode" in meta:
+        mode = recorded_mode(meta["mode"])
+        if mode is None:
+            raise reader.fail("meta.mode", f"expected one of {', '.join(MODES)}, "
+                              f"got {meta['mode']!r}")
+        meta = {**meta, "mode": mode}
     ops = data.get("ops")
     if not isinstance(ops, list):
         raise reader.fail("ops", "expected a list")

@@ -1,13 +1,16 @@
 """Start the tracer's ranks in a child process (pkbsim.trace.worker) and collect the traces.
 
 The traced code (a PKB reference, a user's function) is untrusted: it runs only in the child,
-under a guard, with a time limit. A target that fails is recorded and the job restarts after
-it, so one broken reference does not cost the others.
+under a guard, with a time limit that this process enforces (pkbsim.processes.run_watched: a
+target that holds the interpreter lock cannot stop it), its output capped, nothing of it left
+running. A target that fails is recorded and the job restarts after it, so one broken
+reference does not cost the others. The child's status files are read bounded and checked.
 """
 
 from __future__ import annotations
 
-import json
+import importlib.util
+import math
 import os
 import socket
 import subprocess
@@ -16,12 +19,17 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pkbsim.errors import UsageError
-from pkbsim.inputs import path_kind
-from pkbsim.limits import CPU_RANKS
-from pkbsim.processes import error_tail, exit_text, read_tail, run_in_group
+from pkbsim.errors import PkbsimError, UsageError
+from pkbsim.inputs import loads_json, path_kind, read_bytes
+from pkbsim.limits import CPU_RANKS, RANK_FILE_BYTES, TRACE_LOG_BYTES
+from pkbsim.processes import error_tail, exit_text, read_tail, run_watched
 
-STARTUP_S = 60.0  # a job's time on top of its targets': importing torch, gloo's rendezvous
+STARTUP_S = 60.0  # for the job to start its first target: importing torch, gloo's rendezvous
+KILL_GRACE_S = 2.0  # CPU processes: nothing to clean up on a device
+STATES = ("running", "ok", "error")
+ERROR_CHARS = 400
+TORCH_HINT = ("pkbsim trace needs PyTorch (its CPU build is enough), which is not installed: "
+              "pip install torch --index-url https://download.pytorch.org/whl/cpu")
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,7 @@ class TraceOutcome:
     error: str = ""
     seconds: float = 0.0
     path: Path | None = None
+    timed_out: bool = False  # stopped at its time limit
 
 
 def free_port() -> int:
@@ -81,19 +90,96 @@ def _command(job: TraceJob, problems: tuple[int, ...], fake: bool) -> list[str]:
     return cmd
 
 
-def _statuses(out_dir: Path) -> dict[str, list[dict[str, object]]]:
-    found: dict[str, list[dict[str, object]]] = {}
-    folder = out_dir / "status"
-    if not folder.is_dir():
-        return found
-    for path in sorted(folder.glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and isinstance(record.get("target"), str):
-            found.setdefault(record["target"], []).append(record)
-    return found
+@dataclass(frozen=True)
+class Status:
+    """One rank's ``status/<target>.<rank>.json``, as the worker writes it."""
+
+    state: str  # running | ok | error
+    seconds: float = 0.0
+    error: str = ""
+
+
+def read_status(path: Path, target: str) -> Status | None:
+    """The status in ``path`` (None where there is none); the traced code may have written
+    over it, so it is read up to RANK_FILE_BYTES and checked: a PkbsimError naming the file and
+    field where it is not what the worker writes."""
+    if not path.exists():
+        return None
+    data = loads_json(read_bytes(path, limit=RANK_FILE_BYTES), file=str(path))
+
+    def bad(field: str, why: str) -> PkbsimError:
+        return UsageError(f"not a status the tracer writes: {why}", file=str(path),
+                          field=field)
+
+    if not isinstance(data, dict):
+        raise bad("(top level)", "expected a JSON object")
+    if data.get("target") != target:
+        raise bad("target", f"expected {target!r}, got {str(data.get('target'))[:80]!r}")
+    state = data.get("status")
+    if state not in STATES:
+        raise bad("status", f"expected one of {', '.join(STATES)}, got {str(state)[:80]!r}")
+    if state == "running":
+        return Status(state)
+    seconds = data.get("seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
+            math.isfinite(seconds) and seconds >= 0):
+        raise bad("seconds", f"expected a number of seconds, got {str(seconds)[:80]!r}")
+    error = data.get("error", "")
+    if state == "error" and not (isinstance(error, str) and error):
+        raise bad("error", "expected the error's text")
+    text = " ".join(str(error).split())
+    return Status(state, float(seconds), text if len(text) <= ERROR_CHARS
+                  else text[:ERROR_CHARS - 3] + "...")
+
+
+def _statuses(job: TraceJob, name: str, fake: bool) -> list[Status]:
+    """The target's statuses of every rank that runs (the recorded one's first); a malformed
+    one raises (read_status)."""
+    ranks = [job.rank] if fake else [job.rank] + [r for r in range(job.world_size)
+                                                  if r != job.rank]
+    found = (read_status(job.out_dir / "status" / f"{name}.{r}.json", name) for r in ranks)
+    return [status for status in found if status is not None]
+
+
+def _finished(statuses: list[Status]) -> bool:
+    """The recorded rank (the first) has its ok, or a rank failed."""
+    return bool(statuses) and (statuses[0].state == "ok" or any(
+        s.state == "error" for s in statuses))
+
+
+class Clock:
+    """When a tracing job must be stopped: STARTUP_S after its start until its first target
+    starts, then each target's time limit from when this process sees it start (its running
+    status, or the end of the target before it). Asked by run_watched as the job runs."""
+
+    def __init__(self, job: TraceJob, names: list[str], fake: bool) -> None:
+        self.job, self.names, self.fake = job, names, fake
+        self.started = time.monotonic()
+        self.index = 0  # the target running, or next
+        self.since: float | None = None  # when that target was seen starting
+
+    def __call__(self) -> float:
+        now = time.monotonic()
+        while self.index < len(self.names):
+            try:
+                statuses = _statuses(self.job, self.names[self.index], self.fake)
+            except PkbsimError:  # reported when the job has ended
+                statuses = []
+            if _finished(statuses):
+                self.index += 1
+                self.since = now
+                continue
+            if self.since is None and statuses:
+                self.since = now
+            break
+        if self.since is None:
+            return self.started + STARTUP_S
+        return self.since + self.job.timeout_s
+
+    def why(self) -> str:
+        if self.since is None:
+            return f"the tracing job did not start its first target in {STARTUP_S:g} s"
+        return f"ran past its time limit ({self.job.timeout_s:g} s)"
 
 
 def _own_statuses(out_dir: Path, names: list[str]) -> list[Path]:
@@ -127,6 +213,8 @@ def _targets(job: TraceJob) -> list[tuple[int, str]]:
 
 def check_job(job: TraceJob) -> None:
     check_out_folder(job.out_dir, "--out")
+    if importlib.util.find_spec("torch") is None:  # the worker runs this interpreter
+        raise UsageError(TORCH_HINT)
     if job.mode != "fake":  # fake tensors: one process stands for the traced rank
         CPU_RANKS.check(job.world_size, "tracing ranks (processes on this machine)")
     if not 0 <= job.rank < job.world_size:
@@ -192,14 +280,20 @@ def run_trace(job: TraceJob) -> list[TraceOutcome]:
     """Trace every target of ``job``; the outcome of each, in order. A target that fails (or a
     job that dies in one) is an ``error`` outcome; the job then restarts after it. In ``auto``
     mode a target that fake tensors cannot run (it reads values: ``.item()``, ``nonzero``) is
-    traced again with real CPU tensors on W gloo ranks."""
+    traced again with real CPU tensors on W gloo ranks; one that ran past its time limit is
+    not (real tensors do the same work and more)."""
     check_job(job)
     targets = _targets(job)
     if job.mode == "real":
         outcomes = _run_mode(job, targets, fake=False)
     else:
         outcomes = _run_mode(job, targets, fake=True)
-        again = [(pid, name) for pid, name in targets if outcomes[name].status != "ok"]
+        for name, outcome in list(outcomes.items()):
+            if job.mode == "auto" and outcome.timed_out:
+                outcomes[name] = replace(outcome, error=f"fake tensors: {outcome.error}; real "
+                                         "tensors not tried (the same work, and more)")
+        again = [(pid, name) for pid, name in targets
+                 if outcomes[name].status != "ok" and not outcomes[name].timed_out]
         if job.mode == "auto" and again and job.world_size > CPU_RANKS.value:
             for _, name in again:  # real tensors need one process per rank
                 outcomes[name] = replace(outcomes[name], error=(
@@ -227,31 +321,36 @@ def _run_mode(job: TraceJob, targets: list[tuple[int, str]], fake: bool
         attempt += 1
         log = job.out_dir / f"worker_{'fake' if fake else 'real'}_{attempt}.log"
         started = time.monotonic()
-        code = run_in_group(_command(job, tuple(pid for pid, _ in pending), fake), log, env,
-                            STARTUP_S + job.timeout_s * len(pending))
-        statuses = _statuses(job.out_dir)
+        clock = Clock(job, [name for _, name in pending], fake)
+        code = run_watched(_command(job, tuple(pid for pid, _ in pending), fake), log, env,
+                           clock, TRACE_LOG_BYTES.value, KILL_GRACE_S)
         rest = []
         failed_here = False
         for pid, name in pending:
-            records = statuses.get(name, [])
-            errors = [r for r in records if r.get("status") == "error"]
-            if errors:
-                outcomes[name] = TraceOutcome(name, "error", str(errors[0].get("error", "")),
-                                              float(str(errors[0].get("seconds", 0) or 0)))
+            try:
+                statuses = _statuses(job, name, fake)
+            except PkbsimError as exc:
+                outcomes[name] = TraceOutcome(name, "error", f"status file {exc.one_line()}",
+                                              round(time.monotonic() - started, 3))
                 failed_here = True
-            elif any(r.get("status") == "ok" for r in records) and (
+                continue
+            errors = [s for s in statuses if s.state == "error"]
+            if errors:
+                outcomes[name] = TraceOutcome(name, "error", errors[0].error, errors[0].seconds)
+                failed_here = True
+            elif statuses and statuses[0].state == "ok" and (
                     job.out_dir / f"{name}.json").is_file():
-                ok = next(r for r in records if r.get("status") == "ok")
-                outcomes[name] = TraceOutcome(name, "ok", seconds=float(str(ok.get("seconds", 0))),
+                outcomes[name] = TraceOutcome(name, "ok", seconds=statuses[0].seconds,
                                               path=job.out_dir / f"{name}.json")
             elif failed_here:
                 rest.append((pid, name))
             else:  # the job died (or ran out of time) in this target: it is the cause
-                why = ("ran past its time limit" if code is None else
+                why = (clock.why() if code is None else
                        f"the tracing job ended ({exit_text(code)}): "
                        f"{error_tail(read_tail(log))}")
                 outcomes[name] = TraceOutcome(name, "error", why,
-                                              round(time.monotonic() - started, 3))
+                                              round(time.monotonic() - started, 3),
+                                              timed_out=code is None)
                 failed_here = True
         pending = rest
     return outcomes

@@ -23,6 +23,7 @@ from pkbsim.datafiles import data_dir
 from pkbsim.errors import PkbsimError, TaskError
 from pkbsim.inputs import loads_json, read_text
 from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
+from pkbsim.trace.format import recorded_mode
 from pkbsim.trace.program import Program, program_from_dict, program_to_dict
 
 FORMAT = "pkbsim-reference-programs"
@@ -149,8 +150,13 @@ def points_from_dict(data: Any, file: str) -> tuple[dict[str, Any], list[Point]]
                                              for v in sets.values()):
             raise fail(f"{where}.set", "expected a mapping of parameter to number")
         program = program_from_dict(raw, lambda f, why, w=where: fail(f"{w}.{f}", why))
+        origin = raw.get("provenance") or {}
+        if not isinstance(origin, dict):
+            raise fail(f"{where}.provenance", "expected an object")
+        if "mode" in origin:  # an older file's "cpu" is today's "real"
+            origin = {**origin, "mode": recorded_mode(origin["mode"]) or origin["mode"]}
         points.append(Point(w, tuple(sorted((str(k), float(v)) for k, v in sets.items())),
-                            program, raw.get("provenance") or {}))
+                            program, origin))
     provenance = data.get("provenance")
     return provenance if isinstance(provenance, dict) else {}, points
 

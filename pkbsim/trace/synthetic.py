@@ -4,6 +4,7 @@ compute op carrying all its kernels' FLOPs and bytes; the reference runs the tra
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,17 @@ def task_from_trace(trace: Trace, program: Program, world_size: int | None) -> T
     name = Path(trace.file).stem.replace(".", "_").replace("-", "_") or "traced"
     if not name[0].isalpha():
         name = "t_" + name
+    source = str(trace.meta.get("function") or trace.meta.get("target") or name)
     data = {"schema_version": 1, "id": 1, "name": name, "title": f"traced: {trace.file}",
-            "source": str(trace.meta.get("function") or trace.meta.get("target", "trace")),
-            "parallelism": "traced", "world_size": {"default": w, "constraints": []},
+            "source": source, "parallelism": "traced",
+            "world_size": {"default": w, "constraints": []},
             "presets": {"pkb": {"description": "the traced size", "source": trace.file}},
             "ops": ops}
-    spec = parse_task(data, trace.file)
+    spec = replace(parse_task(data, trace.file), traced_from=_short(source))  # no PKB id
     return instantiate(spec, world_size or w, "pkb")
+
+
+def _short(source: str) -> str:
+    """``FILE.py:FUNCTION`` with the file's name alone (the trace file gives its path)."""
+    file, sep, function = source.rpartition(":")
+    return f"{Path(file).name}:{function}" if sep and file.endswith(".py") else source

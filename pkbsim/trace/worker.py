@@ -7,10 +7,12 @@ time limit; never imported by the analyzer.
          [--inputs NAME] [--set KEY=VALUE ...])
 
 Each target runs twice on every rank: once to warm up (lazy groups, caches: PKB times the
-steady state), then under the recorder. The recorded rank writes ``D/<target>.json``; every
-rank writes ``D/status/<target>.<rank>.json`` (ok or error); a rank whose target fails writes
-its line and exits 3, and the launcher restarts the job after that target. With fake tensors
-one process stands for the recorded rank.
+steady state), then under the recorder. Every rank writes ``D/status/<target>.<rank>.json``
+when it starts a target (running) and when that fails (error); the recorded rank writes
+``D/<target>.json`` and its ok. A rank whose target fails exits 3, and the launcher restarts the
+job after that target. With fake tensors one process stands for the recorded rank. The time
+limit is the launcher's: it watches the running statuses and kills the job from outside (a
+watchdog thread here would wait for a target that holds the interpreter lock).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ import importlib.util
 import inspect
 import json
 import os
+import signal
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -36,43 +38,12 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from pkbsim.files import json_text, write_atomic
+from pkbsim.guard import die_with_parent
 from pkbsim.trace.format import Trace, trace_to_dict
 from pkbsim.trace.recorder import recording
 
 EXIT_FAILED = 3
 ERROR_CHARS = 400
-
-
-class Watchdog:
-    """Ends the process when a target runs past its limit, even inside a long C++ operator
-    (a signal handler would wait for it to return): records the error, then exits."""
-
-    def __init__(self, out_dir: Path, rank: int, limit_s: float) -> None:
-        self.out_dir, self.rank, self.limit_s = out_dir, rank, limit_s
-        self.target: str | None = None
-        self.started = 0.0
-        self.lock = threading.Lock()
-        threading.Thread(target=self._watch, daemon=True).start()
-
-    def start(self, target: str) -> None:
-        with self.lock:
-            self.target, self.started = target, time.monotonic()
-
-    def stop(self) -> None:
-        with self.lock:
-            self.target = None
-
-    def _watch(self) -> None:
-        while True:
-            time.sleep(0.5)
-            with self.lock:
-                if self.target is None or time.monotonic() - self.started < self.limit_s:
-                    continue
-                status_line(self.out_dir, self.rank, {
-                    "target": self.target, "status": "error",
-                    "error": f"ran past its time limit ({self.limit_s:g} s)",
-                    "seconds": round(time.monotonic() - self.started, 3)})
-                os._exit(EXIT_FAILED)
 
 
 def load_module(path: str, name: str) -> ModuleType:
@@ -153,7 +124,24 @@ def status_line(out_dir: Path, rank: int, record: dict[str, Any]) -> None:
     write_atomic(folder / f"{record['target']}.{rank}.json", json.dumps(record))
 
 
+def runs_its_body(result: Any, stem: str) -> None:
+    """Refuse a target whose call ran none of its body: a generator function (``yield``), a
+    coroutine function or an async generator returns an object that would run it later, so
+    its trace would be empty, and wrongly ok."""
+    kind = ("a generator function (it contains yield)" if inspect.isgenerator(result) else
+            "a coroutine function (async def)" if inspect.iscoroutine(result) else
+            "an async generator function" if inspect.isasyncgen(result) else "")
+    if not kind:
+        return
+    with contextlib.suppress(Exception):
+        result.close()  # no "never awaited" warning
+    raise TypeError(f"{stem} is {kind}: calling it runs none of its body, so there is nothing "
+                    "to trace; trace a function that does the work (one that runs the "
+                    "generator to its end, or asyncio.run() of the coroutine)")
+
+
 def rank_main(rank: int, args: argparse.Namespace) -> None:
+    die_with_parent(signal.SIGKILL)  # never outlive the guard (or, forked, the job's first process)
     w = args.world_size
     torch.set_num_threads(max(1, args.threads))
     if args.fake:  # one process stands for the recorded rank of W; tensors without storage
@@ -167,23 +155,21 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     targets = (pkb_targets if args.pkb_root else function_target)(args, rank, w)
-    watchdog = Watchdog(out_dir, rank, args.timeout_s)
     for stem, meta, make in targets:
         start = time.perf_counter()
-        watchdog.start(stem)
+        status_line(out_dir, rank, {"target": stem, "status": "running"})
         try:
             with _fake_mode() if args.fake else contextlib.nullcontext(), \
                     recording(enabled=False) as recorder:
                 fn, inputs = make()
                 with torch.no_grad() if args.no_grad else contextlib.nullcontext():
-                    fn(*inputs)  # warm-up: lazy state, caches
+                    runs_its_body(fn(*inputs), stem)  # warm-up: lazy state, caches
                     _barrier(args)
                     recorder.enabled = True
                     fn(*inputs)
                     recorder.enabled = False
             _barrier(args)
         except BaseException as exc:  # the target's own error, whatever it is
-            watchdog.stop()
             text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             status_line(out_dir, rank, {"target": stem, "status": "error",
                                         "error": " ".join(text.split())[:ERROR_CHARS],
@@ -191,11 +177,10 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
             if args.fake:  # no peer waits for this rank: go on with the next target
                 continue
             os._exit(EXIT_FAILED)
-        watchdog.stop()
         if rank == args.rank:
             info = {"target": stem, "world_size": w, "rank": rank, **meta,
                     "torch": torch.__version__,
-                    "mode": "fake" if args.fake else "cpu",
+                    "mode": "fake" if args.fake else "real",  # as --mode names them
                     "pkb_commit": args.pkb_commit or None}
             trace = Trace(info, tuple(recorder.ops))
             write_atomic(out_dir / f"{stem}.json", json_text(trace_to_dict(trace)))
@@ -238,6 +223,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
+    die_with_parent(signal.SIGKILL)
     args = parser().parse_args()
     if args.world_size == 1 or args.fake:
         rank_main(args.rank, args)

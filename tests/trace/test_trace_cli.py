@@ -38,7 +38,9 @@ def test_a_function_is_traced_at_two_ranks(cli, tmp_path: Path, mode: str) -> No
         assert done.returncode == 1 and "DataDependentOutputException" in done.stdout
         return
     assert done.returncode == 0, done.stdout + done.stderr
-    ops = json.loads((tmp_path / "user_fn.step.json").read_text())["ops"]
+    traced = json.loads((tmp_path / "user_fn.step.json").read_text())
+    assert traced["meta"]["mode"] == "real"  # as --mode names it (it said "cpu")
+    ops = traced["ops"]
     by_op = {o["op"]: o for o in ops}
     mm = by_op["aten.mm.default"]
     assert mm["class"] == "library" and mm["flops"] == 2 * 64 * 32 * 16
@@ -103,7 +105,7 @@ def test_another_rank_is_recorded(cli, tmp_path: Path) -> None:
                     "--programs", str(tmp_path / "p")))
     assert done.returncode == 0, done.stdout + done.stderr
     meta = json.loads((tmp_path / "t" / "1_tiny_allreduce.json").read_text())["meta"]
-    assert meta["rank"] == 3 and meta["world_size"] == 4
+    assert meta["rank"] == 3 and meta["world_size"] == 4 and meta["mode"] == "fake"
     data = json.loads((tmp_path / "p" / "1_allreduce.json").read_text())
     assert data["points"][0]["provenance"]["rank"] == 3
 
