@@ -1,8 +1,9 @@
 """``pkbsim sweep`` results as a terminal table, CSV, Markdown, JSON (``pkbsim.sweep/1``) or
 one HTML page.
 
-CSV and JSON hold raw numbers (times in us, bandwidths in GB/s = 1e9 B/s, sizes in bytes);
-the table and Markdown show sizes human-readable and numbers rounded. Fields are a contract:
+CSV and JSON hold numbers in their units (times in us, bandwidths in GB/s = 1e9 B/s, sizes in
+bytes): JSON as computed, CSV to 10 significant digits; the table and Markdown show sizes
+human-readable and numbers rounded. Fields are a contract:
 add, never rename or remove without a schema bump.
 """
 
@@ -18,6 +19,7 @@ from pkbsim.files import json_text
 from pkbsim.planning.sweep import SweepResult
 from pkbsim.report import html_page as page
 from pkbsim.report.html_page import Provenance
+from pkbsim.report.text import csv_value, to_text
 from pkbsim.units import format_bytes
 
 SCHEMA = "pkbsim.sweep/1"
@@ -53,7 +55,7 @@ def render_csv(result: SweepResult) -> str:
     writer = csv.DictWriter(buffer, fieldnames=fields(result), lineterminator="\n")
     writer.writeheader()
     for row in result.rows:
-        writer.writerow({k: ("" if v is None else v) for k, v in row_dict(result, row).items()})
+        writer.writerow({k: csv_value(v) for k, v in row_dict(result, row).items()})
     return buffer.getvalue()
 
 
@@ -108,7 +110,6 @@ def _shown_fields(result: SweepResult) -> list[str]:
 
 def render_table(result: SweepResult) -> str:
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
     names = _shown_fields(result)
@@ -119,13 +120,11 @@ def render_table(result: SweepResult) -> str:
                          overflow="fold")
     for row in result.rows:
         table.add_row(*(cell(n, row.get(n)) for n in names))
-    console = Console(width=max(100, 14 * len(names)), record=True, file=io.StringIO(),
-                      color_system=None, force_terminal=False, markup=False, emoji=False,
-                      highlight=False)
-    console.print(table)
+    text = to_text(table, width=max(100, 14 * len(names)),
+                   keep=min(len(result.spec.axes), len(names) - 1))
     note = ("Times in us; bandwidths in GB/s (1e9 B/s, nccl-tests' algbw/busbw); sizes are "
             f"bytes per rank; {host_note(result)}")
-    return heading(result) + "\n" + note + "\n\n" + console.export_text()
+    return heading(result) + "\n" + note + "\n\n" + text
 
 
 def _numeric_fields(result: SweepResult) -> set[str]:
