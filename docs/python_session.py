@@ -99,7 +99,7 @@ for name, r in (("450 GB/s", big), ("900 GB/s", fast)):
                      vary={"scale_up.bandwidth_GBps": [100, 225, 450, 900, 1800]},
                      metrics=["t_roof", "nccl_reference", "custom_best"], jobs=1)
 df = sweep.to_pandas()
-print(df.drop(columns="error").to_string(index=False))"""),
+print(df.drop(columns=["error", "not_applicable"]).to_string(index=False))"""),
     ("## 4. A plot with matplotlib\n\nThe data frame plots as any other; here the times "
      "against the bandwidth, saved next to this page:",
      f"""import matplotlib.pyplot as plt

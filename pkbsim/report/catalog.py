@@ -60,9 +60,14 @@ def _leaves(prefix: str, value: Any) -> list[tuple[str, Any]]:
 
 
 def topology_detail(topo: Topology) -> str:
+    up = topo.scale_up
+    per_gpu = (f" (scale_up.bandwidth_GBps = {up.links_per_gpu} links x "
+               f"scale_up.link_bandwidth_GBps {up.link_bandwidth_GBps:g} GB/s per link)"
+               if up.fabric == "nvswitch" else "")
     head = (f"{topo.name}: {topo.description}\nfile {display_path(topo.file)} "
             f"(sha256 {topo.sha256[:12]})\n{topo.nodes} node(s) x {topo.gpus_per_node} GPUs; "
-            f"peer line rate {topo.peer_line_rate_GBps:g} GB/s per GPU per direction\n")
+            f"peer line rate {topo.peer_line_rate_GBps:g} GB/s per GPU per direction"
+            f"{per_gpu}\n")
     table = _table("field", "value", "source", title="Parameters (units in the names)")
     skip = {"name", "description", "sources", "file", "sha256", "gpus_per_node", "nodes"}
     for f in dataclasses.fields(topo):
@@ -76,6 +81,15 @@ def topology_detail(topo: Topology) -> str:
             if path.endswith(".name") and path.startswith("mechanisms."):
                 continue
             shown = f"{leaf:g}" if isinstance(leaf, float) else str(leaf)
+            if path == "scale_up.link_bandwidth_GBps":
+                table.add_row(path, shown, "per link, per direction: "
+                              + _source(topo, path))
+                if up.links_per_gpu:
+                    table.add_row("scale_up.bandwidth_GBps", f"{up.bandwidth_GBps:g}",
+                                  f"per GPU, per direction: links_per_gpu ({up.links_per_gpu}) x "
+                                  "link_bandwidth_GBps; not in the file: --set it to scale every "
+                                  "link")
+                continue
             table.add_row(path, shown, _source(topo, path))
     return head + "\n" + to_text(table)
 

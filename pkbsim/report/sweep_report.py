@@ -16,7 +16,7 @@ from typing import Any
 
 from pkbsim import __version__
 from pkbsim.files import json_text
-from pkbsim.planning.sweep import SweepResult
+from pkbsim.planning.sweep import NOT_APPLICABLE, SweepResult
 from pkbsim.report import html_page as page
 from pkbsim.report.html_page import Provenance
 from pkbsim.report.text import csv_value, to_text
@@ -27,8 +27,9 @@ SIZE_AXES = ("size",)
 
 
 def fields(result: SweepResult) -> list[str]:
-    """Every row's fields: the axis names, the metric columns, then error."""
-    return [*result.spec.axis_names, *result.columns, "error"]
+    """Every row's fields: the axis names, the metric columns, error, then not_applicable (why
+    a point does not apply: a preset its task lacks; no failure)."""
+    return [*result.spec.axis_names, *result.columns, "error", NOT_APPLICABLE]
 
 
 def row_dict(result: SweepResult, row: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +43,8 @@ def to_dict(result: SweepResult) -> dict[str, Any]:
     return {"schema": SCHEMA, "pkbsim_version": __version__, "target": header["target"],
             "axes": header["axes"], "metrics": list(spec.metrics), "columns": result.columns,
             "counts": {"points": len(result.rows), "ok": counts.ok, "failed": counts.failed,
-                       "resumed": counts.resumed, "computed": counts.computed},
+                       "not_applicable": counts.not_applicable, "resumed": counts.resumed,
+                       "computed": counts.computed},
             "rows": [row_dict(result, r) for r in result.rows]}
 
 
@@ -86,6 +88,8 @@ def heading(result: SweepResult) -> str:
         where.append(f"preset {t.preset}")
     c = result.counts
     done = f"{len(result.rows)} points: {c.ok} ok, {c.failed} failed"
+    if c.not_applicable:
+        done += f", {c.not_applicable} not applicable"
     if c.resumed:
         done += f", {c.resumed} read back from an earlier run"
     varied = ", ".join(f"{a.name} ({len(a.values)})" for a in spec.axes if len(a.values) > 1)
@@ -103,9 +107,12 @@ def host_note(result: SweepResult) -> str:
 
 
 def _shown_fields(result: SweepResult) -> list[str]:
-    """The table's columns: error only when some point failed."""
-    names = fields(result)
-    return names if result.counts.failed else names[:-1]
+    """The table's columns: error only when some point failed, not_applicable only when some
+    point does not apply."""
+    hidden = {name for name, count in (("error", result.counts.failed),
+                                       (NOT_APPLICABLE, result.counts.not_applicable))
+              if not count}
+    return [name for name in fields(result) if name not in hidden]
 
 
 def render_table(result: SweepResult) -> str:

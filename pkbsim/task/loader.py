@@ -12,7 +12,15 @@ from typing import Any
 from pkbsim import expr
 from pkbsim.bounds import check, check_int, show
 from pkbsim.datafiles import data_dir, looks_like_path, nearest
-from pkbsim.errors import ExpressionError, InfeasibleError, PkbsimError, TaskError, UsageError
+from pkbsim.errors import (
+    ExpressionError,
+    InfeasibleError,
+    NotApplicableError,
+    PkbsimError,
+    TaskError,
+    UsageError,
+    did_you_mean,
+)
 from pkbsim.fields import Fields, load_yaml
 from pkbsim.task.schema import (
     COMM_KINDS,
@@ -365,8 +373,8 @@ def resolve_preset(spec: TaskSpec, preset: str) -> str:
         return preset
     chosen = spec.production_preset
     if chosen is None:
-        raise UsageError(f"task {spec.key} has no production preset (presets: "
-                         f"{', '.join(spec.presets)})")
+        raise NotApplicableError(f"task {spec.key} has no production preset (presets: "
+                                 f"{', '.join(spec.presets)})")
     return chosen
 
 
@@ -375,8 +383,9 @@ def instantiate(spec: TaskSpec, world_size: int | None = None, preset: str = "pk
     """Evaluate every expression at ``world_size`` with ``preset`` and ``--set`` overrides."""
     preset = resolve_preset(spec, preset)
     if preset not in spec.presets:
-        raise UsageError(f"task {spec.key} has no preset {preset!r} "
-                         f"(presets: {', '.join(spec.presets)})")
+        raise NotApplicableError(f"task {spec.key} has no preset {preset!r} "
+                                 f"(presets: {', '.join(spec.presets)})"
+                                 + did_you_mean(preset, [*spec.presets, PRODUCTION]))
     chosen = spec.presets[preset]
     overrides = dict(overrides or {})
     settable = spec.settable()
@@ -385,7 +394,7 @@ def instantiate(spec: TaskSpec, world_size: int | None = None, preset: str = "pk
         if key not in settable:
             raise UsageError(f"unknown --set key {key!r} for task {spec.key}; task keys: "
                              + ", ".join(settable) + "; topology keys are dotted, e.g. "
-                             "scale_up.link_bandwidth_GBps")
+                             "scale_up.bandwidth_GBps" + did_you_mean(key, settable))
     w = world_size if world_size is not None else (chosen.world_size or spec.default_world_size)
     if isinstance(w, int) and not isinstance(w, bool) and w < 1:
         raise InfeasibleError(f"world size must be at least 1, got {w}")
