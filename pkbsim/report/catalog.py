@@ -107,7 +107,9 @@ def task_list(tasks: Sequence[tuple[Path, TaskSpec | PkbsimError]]) -> str:
     return to_text(table, width=200)
 
 
-def task_detail(spec: TaskSpec, inst: TaskInstance) -> str:
+def task_detail(spec: TaskSpec, inst: TaskInstance, world_sizes: Sequence[int] = (),
+                scanned: int = 0) -> str:
+    """``world_sizes``: those from 1 to ``scanned`` the task takes at ``inst``'s preset."""
     alias = f" (alias {', '.join(spec.aliases)})" if spec.aliases else ""
     head = (f"{spec.id} {spec.name}{alias}: {spec.title}\nsource {spec.source}; parallelism "
             f"{spec.parallelism}; file {display_path(spec.file)}\n\n{spec.description.strip()}\n")
@@ -127,6 +129,7 @@ def task_detail(spec: TaskSpec, inst: TaskInstance) -> str:
     limits = _table("constraint on W", "why", title="World size")
     for c in spec.constraints:
         limits.add_row(c.check, c.why)
+    sizes = _world_sizes(spec, inst.preset, world_sizes, scanned)
     ops = _table("op", "kind", "repeat", "bytes/rank", "FLOPs", "HBM bytes", "group", "after",
                  title=f"Ops at W={inst.world_size}, preset {inst.preset}")
     for op in inst.ops:
@@ -136,4 +139,31 @@ def task_detail(spec: TaskSpec, inst: TaskInstance) -> str:
         else:
             ops.add_row(op.id, f"compute:{op.kind}", str(op.repeat), "-", f"{op.flops:.4g}",
                         format_bytes(op.hbm_bytes), "-", ", ".join(op.after))
-    return head + "\n" + to_text(values, "", presets, "", limits, "", ops)
+    shown: list[object] = [limits, sizes] if spec.constraints else [sizes]
+    return head + "\n" + to_text(values, "", presets, "", *shown, "", ops)
+
+
+def _world_sizes(spec: TaskSpec, preset: str, sizes: Sequence[int], scanned: int) -> str:
+    """What W the task takes: every one, the ones found from 1 to ``scanned``, or none."""
+    default = f"default {spec.default_world_size}"
+    if not scanned:
+        return f"World size: {default}"
+    if len(sizes) == scanned:
+        why = ("no constraint in the task file" if not spec.constraints
+               else "the constraints hold at each")
+        return f"World size: any W from 1 to {scanned} at preset {preset} ({why}); {default}"
+    if not sizes:
+        return (f"World size: none from 1 to {scanned} at preset {preset} (see the constraints "
+                f"above); {default}")
+    return (f"World sizes from 1 to {scanned} at preset {preset}: {_ranges(sizes)}; {default}")
+
+
+def _ranges(values: Sequence[int]) -> str:
+    """1, 2, 4, 5, 6 -> '1-2, 4-6'."""
+    runs: list[list[int]] = []
+    for v in values:
+        if runs and v == runs[-1][-1] + 1:
+            runs[-1].append(v)
+        else:
+            runs.append([v])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)

@@ -421,6 +421,23 @@ def instantiate(spec: TaskSpec, world_size: int | None = None, preset: str = "pk
     return TaskInstance(spec, w, preset, dict(env), overrides, tuple(ops))
 
 
+WORLD_SIZE_SCAN = 72  # world_sizes() tries 1 to this (the largest shipped NVLink domain)
+
+
+def world_sizes(spec: TaskSpec, preset: str = "pkb", upto: int = WORLD_SIZE_SCAN
+                ) -> tuple[int, ...]:
+    """The world sizes from 1 to ``upto`` at which ``spec`` instantiates at ``preset``: its
+    constraints hold and its groups divide the ranks."""
+    out = []
+    for w in range(1, upto + 1):
+        try:
+            instantiate(spec, w, preset)
+        except (InfeasibleError, ExpressionError):
+            continue
+        out.append(w)
+    return tuple(out)
+
+
 def _group_sizes(spec: TaskSpec, env: Mapping[str, float | int], w: int) -> dict[str, int]:
     sizes = {}
     for g in spec.groups.values():
