@@ -35,7 +35,7 @@ Everything the command line does is a function of `pkbsim`, for notebooks and sc
 |---|---|---|
 | `pkbsim.analyze(task, topology=, world_size=, preset=, sets=, measured_us=, predict=)` | `pkbsim analyze --task` | `AnalysisReport` |
 | `pkbsim.analyze_all(topology=, world_size=, preset=, sets=, filters=, sort=, reverse=)` | `pkbsim analyze --all` | `OverviewReport` (a table) |
-| `pkbsim.simulate(task, strategy=, overrides=, iterations=, trace=, trace_file=, ...)` | `pkbsim simulate` | `SimulationReport` |
+| `pkbsim.simulate(task, strategy=, overrides=, iterations=, trace=, trace_file=, ...)` | `pkbsim simulate` | `SimulationReport` (a table: one row per op) |
 | `pkbsim.simulate(collective=, size=, world_size=, ...)` | `pkbsim sweep --collective K --sizes S` | `SweepReport` (one row) |
 | `pkbsim.sweep(task or collective=, vary=, sizes=, sets=, metrics=, baseline=, jsonl=, jobs=, executor=)` | `pkbsim sweep` | `SweepReport` (a table) |
 | `pkbsim.compare(problem, measured=, measured_us=, solution=, solutions=, ...)` | `pkbsim compare` | `ComparisonReport` (a table) |
