@@ -35,7 +35,7 @@ Everything the command line does is a function of `pkbsim`, for notebooks and sc
 |---|---|---|
 | `pkbsim.analyze(task, topology=, world_size=, preset=, sets=, measured_us=, predict=)` | `pkbsim analyze --task` | `AnalysisReport` |
 | `pkbsim.analyze_all(topology=, world_size=, preset=, sets=, filters=, sort=, reverse=)` | `pkbsim analyze --all` | `OverviewReport` (a table) |
-| `pkbsim.simulate(task, strategy=, overrides=, iterations=, trace=, trace_file=, ...)` | `pkbsim simulate` | `SimulationReport` |
+| `pkbsim.simulate(task, strategy=, overrides=, iterations=, trace=, trace_file=, ...)` | `pkbsim simulate` | `SimulationReport` (a table: one row per op) |
 | `pkbsim.simulate(collective=, size=, world_size=, ...)` | `pkbsim sweep --collective K --sizes S` | `SweepReport` (one row) |
 | `pkbsim.sweep(task or collective=, vary=, sizes=, sets=, metrics=, baseline=, jsonl=, jobs=, executor=)` | `pkbsim sweep` | `SweepReport` (a table) |
 | `pkbsim.compare(problem, measured=, measured_us=, solution=, solutions=, ...)` | `pkbsim compare` | `ComparisonReport` (a table) |
@@ -99,7 +99,7 @@ for name, r in (("450 GB/s", big), ("900 GB/s", fast)):
                      vary={"scale_up.bandwidth_GBps": [100, 225, 450, 900, 1800]},
                      metrics=["t_roof", "nccl_reference", "custom_best"], jobs=1)
 df = sweep.to_pandas()
-print(df.drop(columns="error").to_string(index=False))"""),
+print(df.drop(columns=["error", "not_applicable"]).to_string(index=False))"""),
     ("## 4. A plot with matplotlib\n\nThe data frame plots as any other; here the times "
      "against the bandwidth, saved next to this page:",
      f"""import matplotlib.pyplot as plt

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import re
 import shlex
 import sys
@@ -38,12 +39,16 @@ GANTT = {DOCS / "img" / f"gantt_grpo_{name}.png": name
 
 
 def run_pkbsim(command: str) -> str:
-    """What ``pkbsim ARGS`` prints, run in this process."""
+    """What ``pkbsim ARGS`` prints, run in this process, at the width of a pipe (not $COLUMNS)."""
     from pkbsim.cli import main
 
     args = shlex.split(command)[1:]
     buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
+    columns = os.environ.pop("COLUMNS", None)
+    with contextlib.ExitStack() as stack:
+        if columns is not None:
+            stack.callback(os.environ.__setitem__, "COLUMNS", columns)
+        stack.enter_context(contextlib.redirect_stdout(buffer))
         try:
             main(args)
         except SystemExit as exc:

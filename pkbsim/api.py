@@ -162,6 +162,20 @@ class SimulationReport(Report):
 
         return sim_table(self.result, self.roofline)
 
+    def to_pandas(self) -> pandas.DataFrame:
+        """One row per op of the measured iteration: the JSON's ``ops`` (id, category, kind,
+        gpu_us, host_us, start_us, end_us) with ``how`` spread into ``how_algorithm``,
+        ``how_mechanism``, ``how_protocol``, ... (empty for an op with no collective)."""
+        keys = ("algorithm", "mechanism", "protocol", "chunks", "pieces", "sms",
+                "nccl_estimate_us")
+        records = []
+        for op in self.to_dict()["ops"]:
+            how = op.pop("how") or {}
+            records.append({**op, **{f"how_{k}": how.get(k) for k in keys}})
+        columns = ["id", "category", "kind", "gpu_us", "host_us", "start_us", "end_us",
+                   *(f"how_{k}" for k in keys)]
+        return frame(records, columns)
+
     def chrome_trace(self) -> str:
         """The timeline as Chrome/Perfetto trace JSON (``--trace``; simulate with
         ``trace=True``)."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class PkbsimError(Exception):
     """A user-facing error: which file, which field, what was expected."""
@@ -29,6 +32,22 @@ def shorten(word: str) -> str:
     return f"{word[:60]}...{word[-20:]} ({len(word):,} characters)"
 
 
+def close_names(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
+    """The candidates closest to a mistyped ``name``, closest first (the same name in another
+    case before all)."""
+    known = [str(c) for c in candidates]
+    folded = [c for c in known if c.lower() == name.lower() and c != name]
+    close = folded + [c for c in difflib.get_close_matches(name, known, n=n, cutoff=0.6)
+                      if c not in folded]
+    return close[:n]
+
+
+def did_you_mean(name: str, candidates: Iterable[str], n: int = 3) -> str:
+    """``"; did you mean 'x'?"`` naming :func:`close_names`, or "" when none is close."""
+    close = close_names(name, candidates, n)
+    return "; did you mean " + " or ".join(repr(c) for c in close) + "?" if close else ""
+
+
 class TopologyError(PkbsimError):
     """A topology file is missing, malformed or inconsistent."""
 
@@ -47,3 +66,9 @@ class InfeasibleError(PkbsimError):
 
 class UsageError(PkbsimError):
     """A command-line value is wrong: unknown name, unknown --set key, bad number."""
+
+
+class NotApplicableError(UsageError):
+    """The request does not apply to this task: a preset the task does not define (``--preset
+    production`` on a task without a production size). A sweep counts such a point as not
+    applicable, apart from its failures; one command still ends with exit code 2."""

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from pkbsim.bounds import Quantity, check, range_for, show
-from pkbsim.errors import PkbsimError
+from pkbsim.errors import PkbsimError, close_names, did_you_mean
 from pkbsim.inputs import check_nesting, read_bytes
 
 # the C loader is several times faster; fall back where libyaml is absent
@@ -81,7 +81,9 @@ class Fields:
         if key in self.data:
             return self.data[key]
         if default is _MISSING:
-            raise self.fail(key, "is required but missing")
+            typed = close_names(key, [str(k) for k in self.data if k not in self.used], 1)
+            hint = f" (the file has {typed[0]!r}: a typo?)" if typed else ""
+            raise self.fail(key, "is required but missing" + hint)
         return default
 
     def num(self, key: str, default: Any = _MISSING, *, lo: float | None = None,
@@ -173,5 +175,6 @@ class Fields:
         if unknown:
             allowed = sorted(self.used)
             raise self.fail(str(unknown[0]), "unknown field" + (
-                f"; expected one of: {', '.join(allowed)}" if allowed else ""))
+                f"; expected one of: {', '.join(allowed)}" if allowed else "")
+                + did_you_mean(str(unknown[0]), allowed))
 

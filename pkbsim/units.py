@@ -6,6 +6,8 @@ GB/s = 1e9 B/s; KiB/MiB/GiB are powers of two.
 
 from __future__ import annotations
 
+import math
+
 GB = 1e9
 US = 1e-6
 
@@ -18,12 +20,15 @@ DTYPE_BYTES: dict[str, float] = {
 
 
 def format_bytes(n: float) -> str:
-    """Human-readable binary size: 2097152 -> '2 MiB', 1000 -> '1000 B'."""
+    """Human-readable binary size: 2097152 -> '2 MiB', 1000 -> '1000 B'. Below 1 KiB, whole
+    bytes: a mean of 13.5 B per rank shows as '14 B', one under half a byte as '<1 B'."""
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(n) >= scale:
             value = n / scale
             return f"{value:.3g} {unit}" if not value.is_integer() else f"{int(value)} {unit}"
-    return f"{n:g} B"
+    if 0 < abs(n) < 0.5:
+        return "<1 B"
+    return f"{math.copysign(math.floor(abs(n) + 0.5), n):.0f} B"
 
 
 def format_us(t_s: float) -> str:

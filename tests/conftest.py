@@ -12,6 +12,12 @@ from pkbsim.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables at their own width, as in a pipe, whatever $COLUMNS the shell exports."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @dataclass
 class CliResult:
     code: int

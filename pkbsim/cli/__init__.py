@@ -6,6 +6,8 @@ input of any kind ends in one line on stderr and exit code 2.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -29,6 +31,7 @@ from pkbsim.cli import (
     validate,
 )
 from pkbsim.errors import PkbsimError, shorten
+from pkbsim.report.width import output_width
 
 Command = Callable[..., Any]
 
@@ -93,7 +96,8 @@ app = build_app()
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app; turn every input error into one line and exit 2."""
     try:
-        code = app(args=argv, prog_name="pkbsim", standalone_mode=False)
+        with output_width(terminal_columns()):
+            code = app(args=argv, prog_name="pkbsim", standalone_mode=False)
         if isinstance(code, int) and not isinstance(code, bool) and code:
             sys.exit(code)
     except PkbsimError as exc:
@@ -115,6 +119,18 @@ def main(argv: list[str] | None = None) -> None:
         if hasattr(exc, "format_message"):
             _fail(exc.format_message(), code=getattr(exc, "exit_code", 2) or 2)
         raise
+
+
+def terminal_columns() -> int | None:
+    """The width tables fit: $COLUMNS when set, else the terminal's when stdout is one; None
+    (each table's own width) for a pipe or a file."""
+    text = os.environ.get("COLUMNS", "").strip()
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    try:
+        return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def _fail(message: str, code: int = 2) -> None:

@@ -41,7 +41,8 @@ def tasks_show(
 ) -> None:
     """One task: parameters, presets, constraints and its ops at a world size."""
     from pkbsim.report.catalog import task_detail
-    from pkbsim.task.loader import instantiate, load_task
+    from pkbsim.task.loader import WORLD_SIZE_SCAN, instantiate, load_task, world_sizes
 
     spec = load_task(name)
-    write_output(task_detail(spec, instantiate(spec, world_size, preset)), None)
+    inst = instantiate(spec, world_size, preset)
+    write_output(task_detail(spec, inst, world_sizes(spec, inst.preset), WORLD_SIZE_SCAN), None)

@@ -69,7 +69,9 @@ def sets_option(help: str) -> Any:
 TASK_HELP = "Task id, name, alias (e.g. grpo) or YAML path."
 TOPOLOGY_HELP = "Topology name or YAML path."
 SET_HELP = ("KEY=VALUE: a task parameter, or a dotted topology field "
-            "(scale_up.link_bandwidth_GBps=50). Repeatable.")
+            "(scale_up.bandwidth_GBps=900: NVLink per GPU per direction; "
+            "scale_up.link_bandwidth_GBps=50: per link; 'pkbsim topo show' lists the fields). "
+            "Repeatable.")
 IMAGE_HELP = "(.png, .svg or .pdf)"
 
 Task = Annotated[str, typer.Option("--task", "-t", help=TASK_HELP)]

@@ -59,6 +59,7 @@ def threshold(
     plot: Plot = None,
 ) -> None:
     """The smallest message per mechanism whose busbw reaches FRACTION x line rate."""
+    from pkbsim.cli.progress import step_progress
     from pkbsim.planning.derived import Curves
     from pkbsim.planning.derived import threshold as find
     from pkbsim.report.plan_plot import threshold_plot
@@ -68,7 +69,9 @@ def threshold(
     topo, w = _collective_setup(topology, set_, world_size)
     lo, hi = _sizes(sizes)
     curves: Curves = {}
-    res = find(topo, collective, w, fraction, mechanism, algorithm, lo, hi, curves)
+    with step_progress("threshold") as progress:
+        res = find(topo, collective, w, fraction, mechanism, algorithm, lo, hi, curves,
+                   progress)
     inputs = {"collective": collective, "topology": topo.name, "world_size": w,
               "fraction": fraction, "algorithm": algorithm, "lo_bytes": lo, "hi_bytes": hi}
     _emit("threshold", inputs, [asdict(r) for r in res],
@@ -92,6 +95,7 @@ def crossover(
     plot: Plot = None,
 ) -> None:
     """Sizes where the fastest of several mechanisms or algorithms changes."""
+    from pkbsim.cli.progress import step_progress
     from pkbsim.planning.derived import Curves, contenders, crossovers
     from pkbsim.report.plan_plot import crossover_plot
     from pkbsim.report.plan_report import crossover_table
@@ -105,7 +109,8 @@ def crossover(
     else:
         chosen, skipped = contenders(topo, collective, w, mode.value)
     curves: Curves = {}
-    res = crossovers(topo, collective, w, chosen, lo, hi, curves)
+    with step_progress("crossover") as progress:
+        res = crossovers(topo, collective, w, chosen, lo, hi, curves, progress)
     names = ", ".join(c.label for c in chosen)
     inputs = {"collective": collective, "topology": topo.name, "world_size": w,
               "contenders": [asdict(c) for c in chosen], "skipped": skipped,

@@ -86,3 +86,28 @@ def sweep_progress() -> Iterator[Callable[[int, int], None] | None]:
 
     with bar:
         yield update
+
+
+@contextmanager
+def step_progress(label: str) -> Iterator[Callable[[int, int, str], None] | None]:
+    """A rich bar on stderr for work in this process told as (done, total, what), when stderr
+    is a terminal; elsewhere None (nothing printed: stdout holds the answer)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    bar = Progress(TextColumn(label, markup=False), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TextColumn("{task.fields[what]}", markup=False),
+                   console=Console(stderr=True), auto_refresh=False, transient=True)
+    task_id = bar.add_task(label, total=None, what="")
+    last = 0.0
+
+    def update(done: int, total: int, what: str) -> None:
+        nonlocal last
+        bar.update(task_id, completed=done, total=total, what=what)
+        now = time.monotonic()
+        if now - last >= PROGRESS_REFRESH_S or done == total:
+            bar.refresh()
+            last = now
+
+    with bar:
+        yield update

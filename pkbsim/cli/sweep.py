@@ -49,7 +49,8 @@ def sweep(
     vary: Annotated[list[str] | None, typer.Option(
         "--vary", help="NAME=VALUES: an axis. NAME: topology, world_size, preset, size, "
         "algorithm, mechanism, protocol, chunks, sms, a dotted topology field "
-        "(scale_up.link_bandwidth_GBps) or a task parameter. VALUES: a list (2,4,8) or a range "
+        "(scale_up.bandwidth_GBps: NVLink per GPU; scale_up.link_bandwidth_GBps: per link) or a "
+        "task parameter. VALUES: a list (2,4,8) or a range "
         "START:STOP:STEP, STEP xF geometric or +D arithmetic (1KiB:1GiB:x2, 2:16:+2). "
         "Repeatable; the last axis varies fastest.")] = None,
     sizes: Annotated[str | None, typer.Option(
@@ -114,7 +115,7 @@ def sweep(
     from pkbsim.cli.progress import sweep_progress
     from pkbsim.cli.signals import sigterm_as_interrupt
     from pkbsim.planning.evaluate import columns
-    from pkbsim.planning.request import failures, runner_for, sweep_spec
+    from pkbsim.planning.request import failures, not_applicable_note, runner_for, sweep_spec
     from pkbsim.planning.sweep import run_sweep
     from pkbsim.report import sweep_plot
 
@@ -160,9 +161,9 @@ def sweep(
                 sys.stderr.write(f"pkbsim: sweep interrupted; finished points are kept in "
                                  f"{stream}: run the same command to resume\n")
             raise
-    warning = failures(result)
-    if warning:
-        sys.stderr.write(warning + "\n")
+    for line in (failures(result), not_applicable_note(result)):
+        if line:
+            sys.stderr.write(line + "\n")
     notes: list[str] = []
     if baseline is not None:
         result = with_speedups(result, *base)

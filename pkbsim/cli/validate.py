@@ -1,8 +1,10 @@
 """``pkbsim validate``: list the cases, run them with progress and a summary table, or (with
 ``--report DIR``) the model's error against a run.
 
-Exit code 0 when every case that ran is ok or waived, 1 when one failed or timed out, 2 for a
-bad option, 130 on Ctrl-C or SIGTERM (the cases done are kept). SystemExit, not typer.Exit:
+Exit code 0 when every case that ran is ok or waived and at least one was measured, 1 when one
+failed or timed out, 2 for a bad option, 3 when nothing was measured (every case waived: no GPU
+here, too few, multicast not allowed) unless --allow-no-gpu, 130 on Ctrl-C or SIGTERM (the
+cases done are kept). SystemExit, not typer.Exit:
 typer returns the latter's code from a non-standalone app, where the entry point drops it.
 """
 
@@ -23,6 +25,7 @@ from pkbsim.errors import UsageError
 from pkbsim.inputs import path_kind
 
 REPORT_FILES = ("report.json", "report.md", "predicted_vs_measured.png")
+NOTHING_MEASURED = 3  # the exit code when every case was waived
 
 
 def validate(
@@ -56,6 +59,10 @@ def validate(
         help="HOST:PORT of torchrun's c10d rendezvous, for --nnodes > 1.")] = None,
     list_cases: Annotated[bool, typer.Option(
         "--list", help="List the cases and exit.")] = False,
+    allow_no_gpu: Annotated[bool, typer.Option(
+        "--allow-no-gpu", help="Exit 0 even when nothing was measured (every case waived: no "
+                               "GPU here, or too few); without it that is exit code 3.")]
+        = False,
 ) -> None:
     """Measure this machine's GPUs (HBM, launches, host copies, peers, NCCL), each case in a
     child process with a timeout; or, with --report, the model's error against a run."""
@@ -64,12 +71,12 @@ def validate(
         return
     run_cases(gpus=gpus, quick=quick, patterns=cases, out=out,
               allow_multicast=allow_multicast, timeout_s=timeout, nnodes=nnodes,
-              rdzv_endpoint=rdzv_endpoint, list_only=list_cases)
+              rdzv_endpoint=rdzv_endpoint, list_only=list_cases, allow_no_gpu=allow_no_gpu)
 
 
 def run_cases(*, gpus: int | None, quick: bool, patterns: str | None, out: Path,
               allow_multicast: bool, timeout_s: float | None, nnodes: int,
-              rdzv_endpoint: str | None, list_only: bool) -> None:
+              rdzv_endpoint: str | None, list_only: bool, allow_no_gpu: bool = False) -> None:
     from pkbsim.cli.progress import CaseProgress
     from pkbsim.cli.signals import sigterm_as_interrupt
     from pkbsim.report.validation_run import case_table, summary
@@ -97,8 +104,15 @@ def run_cases(*, gpus: int | None, quick: bool, patterns: str | None, out: Path,
         progress.stop()
     ran = {case.key for case in selected}
     write_output(summary(results, ran), None)
-    if any(c.status in ("failed", "timeout") for c in results.cases if c.key in ran):
+    statuses = [c for c in results.cases if c.key in ran]
+    if any(c.status in ("failed", "timeout") for c in statuses):
         raise SystemExit(1)
+    if statuses and all(c.status == "waived" for c in statuses) and not allow_no_gpu:
+        gpus_found = results.environment.get("gpu_count") or 0
+        sys.stderr.write(f"pkbsim: nothing was measured: all {len(statuses)} cases were waived "
+                         f"({gpus_found} GPUs here; the first: {statuses[0].error}); "
+                         "pass --allow-no-gpu to accept that (exit 0)\n")
+        raise SystemExit(NOTHING_MEASURED)
 
 
 def check_options(gpus: int | None, timeout_s: float | None, nnodes: int,

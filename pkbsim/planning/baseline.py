@@ -2,8 +2,8 @@
 
 For every row and every time column ``X_us``, ``X_speedup`` = the baseline row's ``X_us`` / this
 row's ``X_us``, where the baseline row has AXIS = VALUE and the same values on every other axis
-(above 1: faster than the baseline). Rows without a baseline row, or with an error on either
-side, get no value.
+(above 1: faster than the baseline). Rows without a baseline row, or with an error (or a point
+that does not apply) on either side, get no value.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from pkbsim.errors import UsageError
 from pkbsim.files import json_text
 from pkbsim.planning.axes import parse_values
-from pkbsim.planning.sweep import SweepResult
+from pkbsim.planning.sweep import NOT_APPLICABLE, SweepResult
 
 
 def speedup_columns(columns: list[str]) -> list[str]:
@@ -43,7 +43,8 @@ def with_speedups(result: SweepResult, axis: str, value: Any) -> SweepResult:
     def key(row: dict[str, Any]) -> str:
         return json_text({n: row[n] for n in others}, sort_keys=True)
 
-    base = {key(r): r for r in result.rows if r[axis] == value and "error" not in r}
+    base = {key(r): r for r in result.rows if r[axis] == value and "error" not in r
+            and NOT_APPLICABLE not in r}
     rows = []
     for row in result.rows:
         ref = base.get(key(row))

@@ -188,15 +188,18 @@ def _check_range(lo_bytes: int, hi_bytes: int) -> None:
 
 
 Curves = dict[str, list[tuple[int, float]]]  # label -> (bytes per rank, value) on the grid
+Progress = Callable[[int, int, str], None]  # (steps done, steps in all, what is being done)
 
 
 def threshold(topo: Topology, kind: str, world_size: int, fraction: float,
               mechanisms: Sequence[str] | None = None, algorithm: str | None = None,
               lo_bytes: int = DEFAULT_LO_BYTES, hi_bytes: int = DEFAULT_HI_BYTES,
-              curves_out: Curves | None = None) -> list[ThresholdResult]:
+              curves_out: Curves | None = None, progress: Progress | None = None
+              ) -> list[ThresholdResult]:
     """Per mechanism that can carry the call: the smallest size whose busbw reaches
     ``fraction`` x line rate (best algorithm per size unless ``algorithm`` is forced).
-    ``curves_out`` receives each mechanism's busbw (B/s) on the doubling grid, for a plot."""
+    ``curves_out`` receives each mechanism's busbw (B/s) on the doubling grid, for a plot;
+    ``progress`` is told of each size of each mechanism's grid (a step), then of the end."""
     if not 0 < fraction <= 1:
         raise UsageError(f"--fraction {fraction}: expected a number in (0, 1]")
     _check_range(lo_bytes, hi_bytes)
@@ -204,23 +207,48 @@ def threshold(topo: Topology, kind: str, world_size: int, fraction: float,
     target = fraction * line
     pairs = carriers(topo, kind, world_size, algorithm)
     names = list(mechanisms) if mechanisms else list(dict.fromkeys(m for _, m in pairs))
-    out = []
-    for mech in names:
-        mine = carriers(topo, kind, world_size, algorithm, mech)
-        if not mine:
+    mine = {mech: carriers(topo, kind, world_size, algorithm, mech) for mech in names}
+    for mech, found in mine.items():
+        if not found:
             raise UsageError(f"--mechanism {mech}: cannot carry {kind}"
                              + (f" with {algorithm}" if algorithm else "") + f" on {topo.name}")
-        curve = CallCurve(topo, kind, world_size, mine)
-        out.append(_threshold_of(curve, mech, fraction, line, target, lo_bytes, hi_bytes))
+    grid = _doubling(lo_bytes, hi_bytes)
+    steps = _Steps(progress, len(names) * len(grid))
+    out = []
+    for mech in names:
+        curve = CallCurve(topo, kind, world_size, mine[mech])
+        out.append(_threshold_of(curve, mech, fraction, line, target, lo_bytes, hi_bytes, steps))
         if curves_out is not None:
-            curves_out[mech] = [(m, curve.busbw_Bps(m)) for m in _doubling(lo_bytes, hi_bytes)]
+            curves_out[mech] = [(m, curve.busbw_Bps(m)) for m in grid]
+    steps.finish()
     return out
 
 
+class _Steps:
+    """Counts steps for a ``progress`` callback (None: counts nothing)."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
+
+    def step(self, what: str) -> None:
+        if self.progress is not None:
+            self.done = min(self.done + 1, self.total)
+            self.progress(self.done, self.total, what)
+
+    def finish(self) -> None:
+        if self.progress is not None:
+            self.progress(self.total, self.total, "done")
+
+
 def _threshold_of(curve: CallCurve, mech: str, fraction: float, line: float, target: float,
-                  lo_bytes: int, hi_bytes: int) -> ThresholdResult:
+                  lo_bytes: int, hi_bytes: int, steps: _Steps | None = None
+                  ) -> ThresholdResult:
     grid = _doubling(lo_bytes, hi_bytes)
-    busbw = [curve.busbw_Bps(m) for m in grid]  # the whole grid: the max is informative
+    busbw = []  # the whole grid: the max is informative
+    for m in grid:
+        busbw.append(curve.busbw_Bps(m))
+        if steps is not None:
+            steps.step(f"{mech} at {m:,} B")
     first = next((i for i, bw in enumerate(busbw) if bw >= target), None)
     reached = grid[first] if first is not None else None
     if first:
@@ -255,10 +283,12 @@ def contenders(topo: Topology, kind: str, world_size: int, mode: str
 def crossovers(topo: Topology, kind: str, world_size: int,
                contenders_or_mode: Sequence[Contender] | str,
                lo_bytes: int = DEFAULT_LO_BYTES, hi_bytes: int = DEFAULT_HI_BYTES,
-               curves_out: Curves | None = None) -> list[Crossover]:
+               curves_out: Curves | None = None, progress: Progress | None = None
+               ) -> list[Crossover]:
     """Sizes in [lo, hi] where the fastest contender changes, ascending. Winners are compared
     on a doubling grid; a change inside one octave is bisected (two changes within one octave
-    may hide each other). ``curves_out`` receives each contender's time (s) on the grid."""
+    may hide each other). ``curves_out`` receives each contender's time (s) on the grid;
+    ``progress`` is told of each octave of the grid (a step), then of the end."""
     _check_range(lo_bytes, hi_bytes)
     chosen = (contenders(topo, kind, world_size, contenders_or_mode)[0]
               if isinstance(contenders_or_mode, str) else list(contenders_or_mode))
@@ -277,7 +307,9 @@ def crossovers(topo: Topology, kind: str, world_size: int,
 
     out: list[Crossover] = []
     grid = _doubling(lo_bytes, hi_bytes)
+    steps = _Steps(progress, len(grid) - 1)
     for left, right in itertools.pairwise(grid):
+        steps.step(f"{left:,} to {right:,} B")
         start = left
         while winner(start) != winner(right):
             w = winner(start)
@@ -289,4 +321,5 @@ def crossovers(topo: Topology, kind: str, world_size: int,
     if curves_out is not None:
         for c, curve in zip(chosen, curves, strict=True):
             curves_out[c.label] = [(m, curve(m)[0]) for m in grid]
+    steps.finish()
     return out

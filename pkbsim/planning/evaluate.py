@@ -24,7 +24,7 @@ from typing import Any
 
 from pkbsim.collectives.bandwidth import algbw_busbw
 from pkbsim.comparator.reference import reference_model
-from pkbsim.errors import PkbsimError, TopologyError, UsageError
+from pkbsim.errors import PkbsimError, TopologyError, UsageError, did_you_mean
 from pkbsim.fields import load_yaml
 from pkbsim.roofline import roofline
 from pkbsim.sim import Strategy, simulate
@@ -86,7 +86,8 @@ def parse_metrics(names: Sequence[str]) -> tuple[str, ...]:
             for m in expanded:
                 if m not in METRICS:
                     raise UsageError(f"--metric {part}: expected one of roofline, "
-                                     + ", ".join(METRICS))
+                                     + ", ".join(METRICS)
+                                     + did_you_mean(part, ("roofline", *METRICS)))
                 if m not in out:
                     out.append(m)
     return tuple(out)
@@ -180,7 +181,8 @@ def _split(point: Mapping[str, Any], spec: TaskSpec
             raise UsageError(f"--vary {key}: not a task parameter of {spec.key} (parameters: "
                              + ", ".join(spec.settable()) + "), a dotted topology field, "
                              "or one of task, topology, world_size, preset, "
-                             + ", ".join(OVERRIDE_KEYS))
+                             + ", ".join(OVERRIDE_KEYS) + did_you_mean(
+                                 key, [*spec.settable(), *POINT_KEYS, *OVERRIDE_KEYS]))
     return task, topo, strat
 
 

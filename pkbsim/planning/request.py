@@ -79,11 +79,29 @@ def runner_for(executor: str, scheduler: str | None, jobs: int | None, workers: 
 
 
 def failures(result: SweepResult) -> str | None:
-    """An InfeasibleError when every point failed; a warning line when some did; else None."""
-    failed = result.counts.failed
-    if failed and failed == len(result.rows):
-        first = next(str(r["error"]) for r in result.rows if "error" in r)
-        raise InfeasibleError(f"every point failed ({failed}); the first: {first}")
-    if failed:
-        return f"pkbsim: {failed} of {len(result.rows)} points failed (see the error column)"
+    """An InfeasibleError when no point succeeded (every one failed or does not apply); a
+    warning line when some failed; else None. Points that do not apply are no failures."""
+    counts = result.counts
+    if result.rows and counts.ok == 0:
+        from pkbsim.planning.sweep import NOT_APPLICABLE
+
+        if counts.failed:
+            first = next(str(r["error"]) for r in result.rows if "error" in r)
+            what = (f"every point failed ({counts.failed})" if not counts.not_applicable else
+                    f"no point succeeded ({counts.failed} failed, {counts.not_applicable} not "
+                    "applicable)")
+            raise InfeasibleError(f"{what}; the first: {first}")
+        first = next(str(r[NOT_APPLICABLE]) for r in result.rows if NOT_APPLICABLE in r)
+        raise InfeasibleError(f"no point applies ({counts.not_applicable}); the first: {first}")
+    if counts.failed:
+        return f"pkbsim: {counts.failed} of {len(result.rows)} points failed (see the error column)"
     return None
+
+
+def not_applicable_note(result: SweepResult) -> str | None:
+    """A line counting the points that do not apply (a preset their task lacks), or None."""
+    skipped = result.counts.not_applicable
+    if not skipped:
+        return None
+    return (f"pkbsim: {skipped} of {len(result.rows)} points not applicable (a preset the task "
+            "does not define; see the not_applicable column); not failures")

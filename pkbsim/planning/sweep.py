@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from pkbsim.errors import PkbsimError, UsageError
+from pkbsim.errors import NotApplicableError, PkbsimError, UsageError
 from pkbsim.files import json_text, open_stream, write_atomic
 from pkbsim.guard import die_with_parent
 from pkbsim.inputs import loads_json, read_bytes
@@ -26,6 +26,7 @@ from pkbsim.planning.axes import Axis, Value, expand
 from pkbsim.planning.evaluate import Target, columns, evaluate
 
 HEADER_KEY = "pkbsim_sweep"
+NOT_APPLICABLE = "not_applicable"  # a row's reason when its point does not apply
 STOP_GRACE_S = 2.0  # a stopped worker has this long to exit on SIGTERM before SIGKILL
 HEADER_VERSION = 1
 CHUNK_S = 0.05  # a chunk of cheap points takes about this long; costly points go one by one
@@ -65,6 +66,7 @@ class SweepCounts:
     failed: int
     resumed: int  # rows read back from an earlier run's file
     computed: int  # rows evaluated by this run
+    not_applicable: int = 0  # points that do not apply (a preset the task lacks): not failures
 
 
 @dataclass(frozen=True)
@@ -93,9 +95,12 @@ def evaluate_chunk(target: Target, metrics: tuple[str, ...], chunk: Items
 
 def evaluate_row(target: Target, point: Mapping[str, Value], metrics: Sequence[str],
                  strict: bool = False) -> Row:
-    """A point's row; a bad point gives an ``error`` row (``strict``: a UsageError raises)."""
+    """A point's row; a bad point gives an ``error`` row (``strict``: a UsageError raises), a
+    point that does not apply (a preset its task lacks) a ``not_applicable`` row."""
     try:
         return {**point, **evaluate(target, point, metrics)}
+    except NotApplicableError as exc:
+        return {**point, NOT_APPLICABLE: exc.one_line()}
     except PkbsimError as exc:
         if strict and isinstance(exc, UsageError):
             raise
@@ -304,8 +309,9 @@ def run_sweep(spec: SweepSpec, out_jsonl: Path | None = None, jobs: int = 1,
     if out_jsonl is not None and (resumed or jobs > 1 or runner is not None):
         _rewrite_sorted(out_jsonl, spec, rows)
     failed = sum(1 for r in rows if "error" in r)
-    counts = SweepCounts(ok=len(rows) - failed, failed=failed, resumed=resumed,
-                         computed=len(rows) - resumed)
+    skipped = sum(1 for r in rows if NOT_APPLICABLE in r)
+    counts = SweepCounts(ok=len(rows) - failed - skipped, failed=failed, resumed=resumed,
+                         computed=len(rows) - resumed, not_applicable=skipped)
     return SweepResult(spec, rows, columns(spec.metrics, spec.target), counts)
 
 

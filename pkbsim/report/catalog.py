@@ -60,9 +60,14 @@ def _leaves(prefix: str, value: Any) -> list[tuple[str, Any]]:
 
 
 def topology_detail(topo: Topology) -> str:
+    up = topo.scale_up
+    per_gpu = (f" (scale_up.bandwidth_GBps = {up.links_per_gpu} links x "
+               f"scale_up.link_bandwidth_GBps {up.link_bandwidth_GBps:g} GB/s per link)"
+               if up.fabric == "nvswitch" else "")
     head = (f"{topo.name}: {topo.description}\nfile {display_path(topo.file)} "
             f"(sha256 {topo.sha256[:12]})\n{topo.nodes} node(s) x {topo.gpus_per_node} GPUs; "
-            f"peer line rate {topo.peer_line_rate_GBps:g} GB/s per GPU per direction\n")
+            f"peer line rate {topo.peer_line_rate_GBps:g} GB/s per GPU per direction"
+            f"{per_gpu}\n")
     table = _table("field", "value", "source", title="Parameters (units in the names)")
     skip = {"name", "description", "sources", "file", "sha256", "gpus_per_node", "nodes"}
     for f in dataclasses.fields(topo):
@@ -76,6 +81,15 @@ def topology_detail(topo: Topology) -> str:
             if path.endswith(".name") and path.startswith("mechanisms."):
                 continue
             shown = f"{leaf:g}" if isinstance(leaf, float) else str(leaf)
+            if path == "scale_up.link_bandwidth_GBps":
+                table.add_row(path, shown, "per link, per direction: "
+                              + _source(topo, path))
+                if up.links_per_gpu:
+                    table.add_row("scale_up.bandwidth_GBps", f"{up.bandwidth_GBps:g}",
+                                  f"per GPU, per direction: links_per_gpu ({up.links_per_gpu}) x "
+                                  "link_bandwidth_GBps; not in the file: --set it to scale every "
+                                  "link")
+                continue
             table.add_row(path, shown, _source(topo, path))
     return head + "\n" + to_text(table)
 
@@ -93,7 +107,9 @@ def task_list(tasks: Sequence[tuple[Path, TaskSpec | PkbsimError]]) -> str:
     return to_text(table, width=200)
 
 
-def task_detail(spec: TaskSpec, inst: TaskInstance) -> str:
+def task_detail(spec: TaskSpec, inst: TaskInstance, world_sizes: Sequence[int] = (),
+                scanned: int = 0) -> str:
+    """``world_sizes``: those from 1 to ``scanned`` the task takes at ``inst``'s preset."""
     alias = f" (alias {', '.join(spec.aliases)})" if spec.aliases else ""
     head = (f"{spec.id} {spec.name}{alias}: {spec.title}\nsource {spec.source}; parallelism "
             f"{spec.parallelism}; file {display_path(spec.file)}\n\n{spec.description.strip()}\n")
@@ -113,6 +129,7 @@ def task_detail(spec: TaskSpec, inst: TaskInstance) -> str:
     limits = _table("constraint on W", "why", title="World size")
     for c in spec.constraints:
         limits.add_row(c.check, c.why)
+    sizes = _world_sizes(spec, inst.preset, world_sizes, scanned)
     ops = _table("op", "kind", "repeat", "bytes/rank", "FLOPs", "HBM bytes", "group", "after",
                  title=f"Ops at W={inst.world_size}, preset {inst.preset}")
     for op in inst.ops:
@@ -122,4 +139,31 @@ def task_detail(spec: TaskSpec, inst: TaskInstance) -> str:
         else:
             ops.add_row(op.id, f"compute:{op.kind}", str(op.repeat), "-", f"{op.flops:.4g}",
                         format_bytes(op.hbm_bytes), "-", ", ".join(op.after))
-    return head + "\n" + to_text(values, "", presets, "", limits, "", ops)
+    shown: list[object] = [limits, sizes] if spec.constraints else [sizes]
+    return head + "\n" + to_text(values, "", presets, "", *shown, "", ops)
+
+
+def _world_sizes(spec: TaskSpec, preset: str, sizes: Sequence[int], scanned: int) -> str:
+    """What W the task takes: every one, the ones found from 1 to ``scanned``, or none."""
+    default = f"default {spec.default_world_size}"
+    if not scanned:
+        return f"World size: {default}"
+    if len(sizes) == scanned:
+        why = ("no constraint in the task file" if not spec.constraints
+               else "the constraints hold at each")
+        return f"World size: any W from 1 to {scanned} at preset {preset} ({why}); {default}"
+    if not sizes:
+        return (f"World size: none from 1 to {scanned} at preset {preset} (see the constraints "
+                f"above); {default}")
+    return (f"World sizes from 1 to {scanned} at preset {preset}: {_ranges(sizes)}; {default}")
+
+
+def _ranges(values: Sequence[int]) -> str:
+    """1, 2, 4, 5, 6 -> '1-2, 4-6'."""
+    runs: list[list[int]] = []
+    for v in values:
+        if runs and v == runs[-1][-1] + 1:
+            runs[-1].append(v)
+        else:
+            runs.append([v])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)

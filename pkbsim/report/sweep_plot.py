@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pkbsim.errors import UsageError
-from pkbsim.planning.sweep import SweepResult, SweepSpec
+from pkbsim.planning.sweep import NOT_APPLICABLE, SweepResult, SweepSpec
 from pkbsim.report.images import deterministic_figures, figure_bytes
 from pkbsim.report.sweep_report import cell
 
@@ -149,9 +149,12 @@ def _draw(result: SweepResult, x: str, y: str, fmt: str) -> bytes:
     ax.grid(True, which="major", color="#eeeeee", lw=0.6)
     if len(groups) > 1 or len(cols) > 1 or ceiling:
         ax.legend(fontsize=8, framealpha=0.9)
-    skipped = sum(1 for r in result.rows if r.get("error") is not None)
-    if skipped:
-        ax.text(0.99, 0.01, f"{skipped} point(s) failed, not drawn", ha="right", va="bottom",
+    failed = sum(1 for r in result.rows if r.get("error") is not None)
+    skipped = sum(1 for r in result.rows if r.get(NOT_APPLICABLE) is not None)
+    if failed or skipped:
+        counts = [f"{failed} point(s) failed"] if failed else []
+        counts += [f"{skipped} not applicable"] if skipped else []
+        ax.text(0.99, 0.01, ", ".join(counts) + ", not drawn", ha="right", va="bottom",
                 transform=ax.transAxes, fontsize=8, color="#666666")
     fig.tight_layout()
     return figure_bytes(fig, fmt, 130)

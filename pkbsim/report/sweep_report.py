@@ -1,8 +1,9 @@
 """``pkbsim sweep`` results as a terminal table, CSV, Markdown, JSON (``pkbsim.sweep/1``) or
 one HTML page.
 
-CSV and JSON hold raw numbers (times in us, bandwidths in GB/s = 1e9 B/s, sizes in bytes);
-the table and Markdown show sizes human-readable and numbers rounded. Fields are a contract:
+CSV and JSON hold numbers in their units (times in us, bandwidths in GB/s = 1e9 B/s, sizes in
+bytes): JSON as computed, CSV to 10 significant digits; the table and Markdown show sizes
+human-readable and numbers rounded. Fields are a contract:
 add, never rename or remove without a schema bump.
 """
 
@@ -15,9 +16,10 @@ from typing import Any
 
 from pkbsim import __version__
 from pkbsim.files import json_text
-from pkbsim.planning.sweep import SweepResult
+from pkbsim.planning.sweep import NOT_APPLICABLE, SweepResult
 from pkbsim.report import html_page as page
 from pkbsim.report.html_page import Provenance
+from pkbsim.report.text import csv_value, to_text
 from pkbsim.units import format_bytes
 
 SCHEMA = "pkbsim.sweep/1"
@@ -25,8 +27,9 @@ SIZE_AXES = ("size",)
 
 
 def fields(result: SweepResult) -> list[str]:
-    """Every row's fields: the axis names, the metric columns, then error."""
-    return [*result.spec.axis_names, *result.columns, "error"]
+    """Every row's fields: the axis names, the metric columns, error, then not_applicable (why
+    a point does not apply: a preset its task lacks; no failure)."""
+    return [*result.spec.axis_names, *result.columns, "error", NOT_APPLICABLE]
 
 
 def row_dict(result: SweepResult, row: dict[str, Any]) -> dict[str, Any]:
@@ -40,7 +43,8 @@ def to_dict(result: SweepResult) -> dict[str, Any]:
     return {"schema": SCHEMA, "pkbsim_version": __version__, "target": header["target"],
             "axes": header["axes"], "metrics": list(spec.metrics), "columns": result.columns,
             "counts": {"points": len(result.rows), "ok": counts.ok, "failed": counts.failed,
-                       "resumed": counts.resumed, "computed": counts.computed},
+                       "not_applicable": counts.not_applicable, "resumed": counts.resumed,
+                       "computed": counts.computed},
             "rows": [row_dict(result, r) for r in result.rows]}
 
 
@@ -53,7 +57,7 @@ def render_csv(result: SweepResult) -> str:
     writer = csv.DictWriter(buffer, fieldnames=fields(result), lineterminator="\n")
     writer.writeheader()
     for row in result.rows:
-        writer.writerow({k: ("" if v is None else v) for k, v in row_dict(result, row).items()})
+        writer.writerow({k: csv_value(v) for k, v in row_dict(result, row).items()})
     return buffer.getvalue()
 
 
@@ -84,6 +88,8 @@ def heading(result: SweepResult) -> str:
         where.append(f"preset {t.preset}")
     c = result.counts
     done = f"{len(result.rows)} points: {c.ok} ok, {c.failed} failed"
+    if c.not_applicable:
+        done += f", {c.not_applicable} not applicable"
     if c.resumed:
         done += f", {c.resumed} read back from an earlier run"
     varied = ", ".join(f"{a.name} ({len(a.values)})" for a in spec.axes if len(a.values) > 1)
@@ -101,14 +107,16 @@ def host_note(result: SweepResult) -> str:
 
 
 def _shown_fields(result: SweepResult) -> list[str]:
-    """The table's columns: error only when some point failed."""
-    names = fields(result)
-    return names if result.counts.failed else names[:-1]
+    """The table's columns: error only when some point failed, not_applicable only when some
+    point does not apply."""
+    hidden = {name for name, count in (("error", result.counts.failed),
+                                       (NOT_APPLICABLE, result.counts.not_applicable))
+              if not count}
+    return [name for name in fields(result) if name not in hidden]
 
 
 def render_table(result: SweepResult) -> str:
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
     names = _shown_fields(result)
@@ -119,13 +127,11 @@ def render_table(result: SweepResult) -> str:
                          overflow="fold")
     for row in result.rows:
         table.add_row(*(cell(n, row.get(n)) for n in names))
-    console = Console(width=max(100, 14 * len(names)), record=True, file=io.StringIO(),
-                      color_system=None, force_terminal=False, markup=False, emoji=False,
-                      highlight=False)
-    console.print(table)
+    text = to_text(table, width=max(100, 14 * len(names)),
+                   keep=min(len(result.spec.axes), len(names) - 1))
     note = ("Times in us; bandwidths in GB/s (1e9 B/s, nccl-tests' algbw/busbw); sizes are "
             f"bytes per rank; {host_note(result)}")
-    return heading(result) + "\n" + note + "\n\n" + console.export_text()
+    return heading(result) + "\n" + note + "\n\n" + text
 
 
 def _numeric_fields(result: SweepResult) -> set[str]:

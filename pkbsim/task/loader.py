@@ -12,7 +12,15 @@ from typing import Any
 from pkbsim import expr
 from pkbsim.bounds import check, check_int, show
 from pkbsim.datafiles import data_dir, looks_like_path, nearest
-from pkbsim.errors import ExpressionError, InfeasibleError, PkbsimError, TaskError, UsageError
+from pkbsim.errors import (
+    ExpressionError,
+    InfeasibleError,
+    NotApplicableError,
+    PkbsimError,
+    TaskError,
+    UsageError,
+    did_you_mean,
+)
 from pkbsim.fields import Fields, load_yaml
 from pkbsim.inputs import path_kind
 from pkbsim.task.schema import (
@@ -367,8 +375,8 @@ def resolve_preset(spec: TaskSpec, preset: str) -> str:
         return preset
     chosen = spec.production_preset
     if chosen is None:
-        raise UsageError(f"task {spec.key} has no production preset (presets: "
-                         f"{', '.join(spec.presets)})")
+        raise NotApplicableError(f"task {spec.key} has no production preset (presets: "
+                                 f"{', '.join(spec.presets)})")
     return chosen
 
 
@@ -377,8 +385,9 @@ def instantiate(spec: TaskSpec, world_size: int | None = None, preset: str = "pk
     """Evaluate every expression at ``world_size`` with ``preset`` and ``--set`` overrides."""
     preset = resolve_preset(spec, preset)
     if preset not in spec.presets:
-        raise UsageError(f"task {spec.key} has no preset {preset!r} "
-                         f"(presets: {', '.join(spec.presets)})")
+        raise NotApplicableError(f"task {spec.key} has no preset {preset!r} "
+                                 f"(presets: {', '.join(spec.presets)})"
+                                 + did_you_mean(preset, [*spec.presets, PRODUCTION]))
     chosen = spec.presets[preset]
     overrides = dict(overrides or {})
     settable = spec.settable()
@@ -387,7 +396,7 @@ def instantiate(spec: TaskSpec, world_size: int | None = None, preset: str = "pk
         if key not in settable:
             raise UsageError(f"unknown --set key {key!r} for task {spec.key}; task keys: "
                              + ", ".join(settable) + "; topology keys are dotted, e.g. "
-                             "scale_up.link_bandwidth_GBps")
+                             "scale_up.bandwidth_GBps" + did_you_mean(key, settable))
     w = world_size if world_size is not None else (chosen.world_size or spec.default_world_size)
     if isinstance(w, int) and not isinstance(w, bool) and w < 1:
         raise InfeasibleError(f"world size must be at least 1, got {w}")
@@ -412,6 +421,23 @@ def instantiate(spec: TaskSpec, world_size: int | None = None, preset: str = "pk
         ops.append(_instantiate_op(spec, op, env, group_sizes, after))
         previous = (op.id,)
     return TaskInstance(spec, w, preset, dict(env), overrides, tuple(ops))
+
+
+WORLD_SIZE_SCAN = 72  # world_sizes() tries 1 to this (the largest shipped NVLink domain)
+
+
+def world_sizes(spec: TaskSpec, preset: str = "pkb", upto: int = WORLD_SIZE_SCAN
+                ) -> tuple[int, ...]:
+    """The world sizes from 1 to ``upto`` at which ``spec`` instantiates at ``preset``: its
+    constraints hold and its groups divide the ranks."""
+    out = []
+    for w in range(1, upto + 1):
+        try:
+            instantiate(spec, w, preset)
+        except (InfeasibleError, ExpressionError):
+            continue
+        out.append(w)
+    return tuple(out)
 
 
 def _group_sizes(spec: TaskSpec, env: Mapping[str, float | int], w: int) -> dict[str, int]:

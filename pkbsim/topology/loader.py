@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pkbsim.datafiles import data_dir, looks_like_path, nearest
-from pkbsim.errors import PkbsimError, TopologyError
+from pkbsim.errors import PkbsimError, TopologyError, did_you_mean
 from pkbsim.fields import Fields, load_yaml
 from pkbsim.inputs import path_kind
 from pkbsim.topology.schema import (
@@ -97,8 +97,11 @@ def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any], file:
                 node[part] = value
                 break
             if not isinstance(node, dict) or part not in node:
-                raise TopologyError(f"--set {dotted}: no such topology field "
-                                    f"(see 'pkbsim topo show' for the fields)",
+                known = [*_dotted_fields({k: v for k, v in out.items() if k != "sources"}),
+                         *OPTIONAL_FIELDS, *PER_GPU_BANDWIDTH_KEYS]
+                raise TopologyError(f"--set {dotted}: no such topology field"
+                                    + did_you_mean(dotted, known)
+                                    + " (see 'pkbsim topo show' for the fields)",
                                     file=file, field=".".join(parts[: i + 1]))
             if i == len(parts) - 1:
                 if isinstance(node[part], dict):
@@ -108,6 +111,15 @@ def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any], file:
             else:
                 node = node[part]
     return _drop_impossible_mechanisms(out, overrides)
+
+
+def _dotted_fields(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Every value's dotted path in a parsed topology file (sections are not values)."""
+    out: list[str] = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        out += _dotted_fields(value, path + ".") if isinstance(value, Mapping) else [path]
+    return out
 
 
 def _drop_impossible_mechanisms(data: dict[str, Any], overrides: Mapping[str, Any]
@@ -206,13 +218,13 @@ def _scale_up(f: Fields) -> ScaleUp:
     reduction = f.flag("in_switch_reduction", False)
     multicast = f.flag("multicast", False)
     signal = f.num("signal_latency_us", lo=0, lo_open=True)
+    f.done()  # a mistyped field first: it explains a missing one
     if fabric == "nvswitch" and (links == 0 or bw == 0):
         raise f.fail("links_per_gpu", "an nvswitch fabric needs links_per_gpu and "
                      "link_bandwidth_GBps above 0")
     if fabric == "pcie" and (reduction or multicast):
         raise f.fail("in_switch_reduction", "a pcie fabric has no in-switch reduction "
                      "or multicast")
-    f.done()
     return ScaleUp(fabric, links, bw, reduction, multicast, signal)
 
 

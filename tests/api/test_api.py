@@ -262,6 +262,19 @@ def test_tables_as_data_frames() -> None:
         measured=LOGS, simulate_fixes=False).to_dict()["problems"])
 
 
+def test_simulation_report_as_a_data_frame() -> None:
+    """One row per op, as the other reports' tables (issue 30: SimulationReport had none)."""
+    pytest.importorskip("pandas")
+    report = pkbsim.simulate("grpo")
+    df = report.to_pandas()
+    ops = report.to_dict()["ops"]
+    assert list(df["id"]) == [op["id"] for op in ops] == ["seg0", "seg1", "seg2"]
+    assert list(df["gpu_us"]) == [op["gpu_us"] for op in ops]
+    assert list(df["end_us"]) == [op["end_us"] for op in ops]
+    assert list(df["how_algorithm"][:2]) == [op["how"]["algorithm"] for op in ops[:2]]
+    assert df["how_algorithm"].isna().tolist() == [op["how"] is None for op in ops]
+
+
 def test_to_pandas_without_pandas_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas raises ImportError
     report = pkbsim.sweep(collective="all_reduce", sizes="1KiB", jobs=1)

@@ -172,7 +172,8 @@ def test_readme_what_if_table_is_true(cli) -> None:
         (["--topology", "hgx-b200"], "| hgx-b200 | 4.37 | 2.62 |"),
         (["--topology", "gb200-nvl72"], "| gb200-nvl72 (W = 8) | 5.10 | 2.62 |"),
         (["--topology", "pcie-l40s-8"], "| pcie-l40s-8 | 161.5 | 114.7 |"),
-        (["--set", "scale_up.link_bandwidth_GBps=50"], "| 3.80 | 2.62 |"),
+        (["--set", "scale_up.bandwidth_GBps=900"],
+         "| dgx-h100 `--set scale_up.bandwidth_GBps=900` | 3.80 | 2.62 |"),
     ]
     for args, row in rows:
         assert row in text

@@ -205,3 +205,22 @@ def test_rotate_root_and_compute_imbalance_are_checked(grpo_data: dict, tmp_path
     inst = _load(_edit(grpo_data, lambda d: d["ops"][1].update(imbalance="2 * W / (W + 1)")),
                  tmp_path)
     assert inst.ops[1].imbalance == pytest.approx(16 / 9)
+
+
+def test_world_sizes_are_those_the_task_takes() -> None:
+    from pkbsim.task.loader import world_sizes
+
+    assert world_sizes(load_task("30")) == tuple(range(1, 73))  # no constraint
+    assert world_sizes(load_task("29"), "mixtral-ep8") == (1, 2, 4, 8)  # num_experts % W == 0
+    assert world_sizes(load_task("29"), upto=8) == (1, 2, 4, 8)
+
+
+def test_tasks_show_says_which_world_sizes_apply(cli) -> None:
+    """Task 30 has no constraint: no empty table, a line saying any W (issue 30)."""
+    out = cli("tasks", "show", "30").out
+    assert "constraint on W" not in out
+    assert "World size: any W from 1 to 72 at preset pkb (no constraint in the task file); " \
+           "default 8" in out
+    constrained = cli("tasks", "show", "29").out
+    assert "constraint on W" in constrained and "num_experts % W == 0" in constrained
+    assert "World sizes from 1 to 72 at preset pkb: 1-2, 4, 8; default 8" in constrained

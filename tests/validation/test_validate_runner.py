@@ -449,7 +449,7 @@ def test_cli_runs_and_waives_without_a_gpu(cli, tmp_path: Path) -> None:
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has GPUs")
     out = tmp_path / "run"
-    r = cli("validate", "--out", str(out), "--cases", "hbm.*", "--quick")
+    r = cli("validate", "--out", str(out), "--cases", "hbm.*", "--quick", "--allow-no-gpu")
     assert r.code == 0, r.err
     res = load(out)
     assert res.environment["gpu_count"] == 0 and res.environment["hostname"]
@@ -460,6 +460,22 @@ def test_cli_runs_and_waives_without_a_gpu(cli, tmp_path: Path) -> None:
     assert "2 waived" in r.out and str(out / "results.json") in r.out
     assert r.err == ("pkbsim: [1/2] hbm.copy_engine: waived (0.0 s)\n"
                      "pkbsim: [2/2] hbm.sm_copy: waived (0.0 s)\n")
+
+
+def test_cli_nothing_measured_is_exit_code_3(cli, scripts: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU: every case waived; that is said on stderr and is no success (issue 30: it
+    exited 0), unless --allow-no-gpu."""
+    monkeypatch.setenv("FAKE_GPUS", "0")
+    r = cli("validate", "--out", str(tmp_path / "a"), "--cases", "hbm.*")
+    assert r.code == 3
+    assert "2 waived" in r.out
+    assert r.err.splitlines()[-1] == (
+        "pkbsim: nothing was measured: all 2 cases were waived (0 GPUs here; the first: needs 1 "
+        "GPU, 0 present); pass --allow-no-gpu to accept that (exit 0)")
+    ok = cli("validate", "--out", str(tmp_path / "b"), "--cases", "hbm.*", "--allow-no-gpu")
+    assert ok.code == 0 and "nothing was measured" not in ok.err
+    assert [c.status for c in load(tmp_path / "a").cases] == ["waived", "waived"]
 
 
 @pytest.mark.parametrize(("args", "text"), [
