@@ -47,3 +47,8 @@ class InfeasibleError(PkbsimError):
 
 class UsageError(PkbsimError):
     """A command-line value is wrong: unknown name, unknown --set key, bad number."""
+
+
+class ArgumentError(UsageError, TypeError):
+    """A Python API argument of the wrong type (``pkbsim.analyze(1.5)``): the argument's name,
+    what it takes and what it got. A TypeError too, as Python's own would be."""
