@@ -338,8 +338,8 @@ def _check_names(spec: TaskSpec, top: Fields) -> None:
     for name, value in spec.derived:
         _names_known(value, known, spec.file, f"derived.{name}")
         known.add(name)
-    for c in spec.constraints:
-        _names_known(c.check, known, spec.file, "world_size.constraints")
+    for i, c in enumerate(spec.constraints):
+        _names_known(c.check, known, spec.file, f"world_size.constraints[{i}].check")
     for g in spec.groups.values():
         _names_known(g.size, known, spec.file, f"groups.{g.name}.size")
     for op in spec.ops:
@@ -351,7 +351,10 @@ def _check_names(spec: TaskSpec, top: Fields) -> None:
 def _names_known(value: object, known: set[str], file: str, field: str) -> None:
     if not isinstance(value, str):
         return
-    unknown = expr.names(value) - known
+    try:
+        unknown = expr.names(value) - known
+    except ExpressionError as exc:
+        raise TaskError(exc.message, file=file, field=field) from None
     if unknown:
         raise TaskError(f"expression {value!r} uses unknown name {sorted(unknown)[0]!r}",
                         file=file, field=field)
