@@ -223,7 +223,9 @@ class Builder:
             t = self._standalone(spec, members)
             if t < best_time:
                 best_spec, best_time = spec, t
-        assert best_spec is not None
+        if best_spec is None:  # every candidate's time is infinite: a link with no bandwidth
+            raise InfeasibleError(f"op {op.id}: no way to carry {op.kind} on {topo.name} "
+                                  "finishes (a link or mechanism without bandwidth?)")
         self.choices[op.id] = CommChoice(op.id, best_spec.algorithm.name,
                                          best_spec.mechanism.name, None, best_spec.chunks,
                                          self.pieces_of(op), best_spec.comm_sms, None)
