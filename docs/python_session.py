@@ -47,10 +47,19 @@ Arguments are the command's options (`--world-size` is `world_size`, `--set KEY=
 `sets={"KEY": VALUE}`). A report holds the same frozen result object the command renders
 (`.result`); `.to_dict()` is the command's `--format json` document (the JSON contract,
 tested equal for every command), `.to_json()` its text, `.to_text()` its terminal table, and
-the tables have `.to_pandas()` (`pip install 'pkbsim[frames]'`). Bad input raises a
-`pkbsim.PkbsimError` subclass (`UsageError`, `TaskError`, `TopologyError`,
-`InfeasibleError`, ...), never `SystemExit`. `import pkbsim` loads nothing heavy: each name
-loads on first use ([measurements.md](measurements.md) has the import time).
+the tables have `.to_pandas()` (`pip install 'pkbsim[frames]'`). `import pkbsim` loads
+nothing heavy: each name loads on first use ([measurements.md](measurements.md) has the
+import time).
+
+**Errors.** Bad input raises a `pkbsim.PkbsimError` subclass (`UsageError`, `TaskError`,
+`TopologyError`, `InfeasibleError`, ...), never `SystemExit`, and nothing else: no
+`TypeError`, `AttributeError` or `OSError` from inside. Every argument is checked before any
+work. A file or a name may be a `str` or any `os.PathLike` (a `pathlib.Path`), and a path
+object is always a file (`Path("grpo")` is the file `./grpo`, not the task); a task id may be
+an `int`. An argument of the wrong type raises `pkbsim.ArgumentError` (a `UsageError` and a
+`TypeError`) naming it: `argument task: expected a task id, name, alias or path (str, int or
+os.PathLike), got float 1.5`. `tests/api/test_api_arguments.py` calls every function with
+each argument replaced by values of the wrong type, and the fuzz test draws more.
 
 The session below is run by `docs/python_session.py`; each output is what its cell printed
 (`python docs/update.py --check`, which the tests run, fails when the page is stale).
@@ -87,7 +96,8 @@ for name, r in (("450 GB/s", big), ("900 GB/s", fast)):
     ("The bound halves and the best kernel follows it; PKB's reference, which waits on the "
      "host between chunks, barely moves. Bad input is a typed error, not an exit:",
      """for call in (lambda: pkbsim.analyze("gpro"),
-             lambda: pkbsim.analyze("grpo", world_size=3)):
+             lambda: pkbsim.analyze("grpo", world_size=3),
+             lambda: pkbsim.analyze("grpo", sets=["M", 512])):
     try:
         call()
     except pkbsim.PkbsimError as exc:

@@ -9,8 +9,8 @@ The Python API (docs/python.md) mirrors the command line, one function per comma
 analyze, analyze_all, simulate, sweep, compare, inspect, record_trace (``pkbsim trace``),
 load_topology and load_task return the same result objects the commands render, in reports
 with ``to_dict()`` (the JSON contract) and, for tables, ``to_pandas()``; bad input raises a
-typed PkbsimError. The names load on first use (PEP 562): ``import pkbsim`` imports nothing
-heavy.
+typed PkbsimError (an argument of the wrong type: ArgumentError). The names load on first use
+(PEP 562): ``import pkbsim`` imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ __version__ = "0.1.0"
 
 # the commands, what they return (pkbsim.api) and what they raise (pkbsim.errors)
 __all__ = [
-    "AnalysisReport", "ComparisonReport", "ExpressionError", "InfeasibleError",
+    "AnalysisReport", "ArgumentError", "ComparisonReport", "ExpressionError", "InfeasibleError",
     "InspectionReport", "OverviewReport", "PkbsimError", "Report", "SimulationReport",
     "SweepReport", "TaskError", "TopologyError", "TraceReport", "UsageError", "__version__",
     "analyze", "analyze_all", "compare", "inspect", "load_task", "load_topology",
     "record_trace", "simulate", "sweep",
 ]
 _ERRORS = {"PkbsimError", "TaskError", "TopologyError", "UsageError", "InfeasibleError",
-           "ExpressionError"}
+           "ExpressionError", "ArgumentError"}
 
 if TYPE_CHECKING:
     from pkbsim.api import (
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         sweep,
     )
     from pkbsim.errors import (
+        ArgumentError,
         ExpressionError,
         InfeasibleError,
         PkbsimError,

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pkbsim.bounds import check_option
-from pkbsim.errors import UsageError
+from pkbsim.bounds import check_option, show
+from pkbsim.datafiles import looks_like_path
+from pkbsim.errors import ArgumentError, UsageError
 from pkbsim.inputs import path_kind
 
 if TYPE_CHECKING:
@@ -327,7 +328,113 @@ class TraceReport:
                 "folded": list(self.folded)}
 
 
-# ---------------------------------------------------------------- helpers
+# ---------------------------------------------------------------- arguments
+#
+# Every argument is checked here, before the core sees it: a wrong type is one ArgumentError
+# naming the argument, never a TypeError or AttributeError from deep inside.
+
+PathArg = str | os.PathLike[str]
+NAME = "a name or a path (str or os.PathLike)"
+TASK = "a task id, name, alias or path (str, int or os.PathLike)"
+PATH = "a path (str or os.PathLike)"
+
+
+def wrong(name: str, value: object, wanted: str) -> ArgumentError:
+    """The error for argument ``name`` given ``value`` where ``wanted`` is taken."""
+    return ArgumentError(f"expected {wanted}, got {type(value).__name__} {show(value)}",
+                         field=f"argument {name}")
+
+
+def _text(value: object, name: str, wanted: str = "a str") -> str:
+    if not isinstance(value, str):
+        raise wrong(name, value, wanted)
+    return value
+
+
+def _opt_text(value: object, name: str, wanted: str = "a str or None") -> str | None:
+    return None if value is None else _text(value, name, wanted)
+
+
+def _fspath(value: object, name: str, wanted: str) -> str:
+    """A path object's text (a str one; bytes paths are refused)."""
+    if isinstance(value, os.PathLike):
+        text = os.fspath(value)
+        if isinstance(text, str):
+            return text
+    raise wrong(name, value, wanted)
+
+
+def _name(value: object, name: str, wanted: str = NAME) -> str:
+    """A name or a path as the loaders take it; a path object is always read as a file
+    (``Path("grpo")`` is the file ./grpo, not the task grpo)."""
+    if isinstance(value, str):
+        return value
+    text = _fspath(value, name, wanted)
+    return text if looks_like_path(text) else os.path.join(".", text)
+
+
+def _task(value: object, name: str) -> str:
+    """A task: its id may be an int (``analyze(83)``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _name(value, name, TASK)
+
+
+def _opt_task(value: object, name: str) -> str | None:
+    return None if value is None else _task(value, name)
+
+
+def _file(value: object, name: str) -> Path:
+    return Path(value) if isinstance(value, str) else Path(_fspath(value, name, PATH))
+
+
+def _opt_file(value: object, name: str) -> Path | None:
+    return None if value is None else _file(value, name)
+
+
+def _flag(value: object, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise wrong(name, value, "True or False")
+    return value
+
+
+def _texts(value: object, name: str) -> list[str]:
+    """A sequence of str (one str alone is one item)."""
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise wrong(name, value, "a list of str")
+    return list(value)
+
+
+def _scalar(value: object) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def _mapping(value: object, name: str, values: Callable[[object], bool], wanted: str
+             ) -> dict[str, Any]:
+    """A mapping with str keys whose values ``values`` accepts (None: empty)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise wrong(name, value, f"a dict of {wanted} (or None)")
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise wrong(name, key, f"str keys (a dict of {wanted})")
+        if not values(item):
+            raise wrong(f"{name}[{key!r}]", item, wanted)
+    return dict(value)
+
+
+def _sets(value: object, name: str = "sets") -> dict[str, str]:
+    """``sets`` as the command line's ``--set KEY=VALUE`` text (true/false for booleans)."""
+    return sets_text(_mapping(value, name, lambda v: isinstance(v, (str, int, float)),
+                              "names to a number, a str or a bool"))
+
+
+def _callable(value: object, name: str) -> None:
+    if value is not None and not callable(value):
+        raise wrong(name, value, "a function or None")
 
 
 def sets_text(sets: Sets | None) -> dict[str, str]:
@@ -344,41 +451,38 @@ def sets_text(sets: Sets | None) -> dict[str, str]:
     return out
 
 
-def _world_size(value: int | None) -> None:
-    if value is not None:
-        check_option(value, "world_size", "--world-size")
-
-
-def _path(value: str | os.PathLike[str] | None) -> Path | None:
-    return None if value is None else Path(value)
+def _world_size(value: object) -> int | None:
+    if value is None:
+        return None
+    return int(check_option(value, "world_size", "--world-size"))
 
 
 # ---------------------------------------------------------------- loaders
 
 
-def load_topology(name: str = DEFAULT_TOPOLOGY, sets: Sets | None = None) -> Topology:
+def load_topology(name: PathArg = DEFAULT_TOPOLOGY, sets: Sets | None = None) -> Topology:
     """A topology by name (``pkbsim topo list``) or YAML path, with dotted ``sets``
     (``{"scale_up.link_bandwidth_GBps": 50}``) applied: ``pkbsim topo show``."""
     from pkbsim.analysis import split_topology_overrides
     from pkbsim.topology.loader import load_topology as load
 
-    return load(name, split_topology_overrides(sets_text(sets)))
+    return load(_name(name, "name"), split_topology_overrides(_sets(sets)))
 
 
-def load_task(name: str) -> TaskSpec:
+def load_task(name: PathArg | int) -> TaskSpec:
     """A task by id, name, alias (``grpo``) or YAML path: ``pkbsim tasks show``."""
     from pkbsim.task.loader import load_task as load
 
-    return load(name)
+    return load(_task(name, "name"))
 
 
 # ---------------------------------------------------------------- commands
 
 
-def analyze(task: str, *, topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
-            preset: str = "pkb", sets: Sets | None = None, measured_us: float | None = None,
-            predict: bool = True, trace_on_demand: bool = True,
-            pkb_root: str | os.PathLike[str] | None = None) -> AnalysisReport:
+def analyze(task: PathArg | int, *, topology: PathArg = DEFAULT_TOPOLOGY,
+            world_size: int | None = None, preset: str = "pkb", sets: Sets | None = None,
+            measured_us: float | None = None, predict: bool = True,
+            trace_on_demand: bool = True, pkb_root: PathArg | None = None) -> AnalysisReport:
     """Roofline bounds of one task on one topology: ``pkbsim analyze --task TASK``.
 
     ``task``: id, name, alias or YAML path; ``sets``: task parameters and dotted topology
@@ -389,12 +493,16 @@ def analyze(task: str, *, topology: str = DEFAULT_TOPOLOGY, world_size: int | No
     from pkbsim.analysis import analyze as run
     from pkbsim.trace.on_demand import on_demand
 
-    _world_size(world_size)
-    return AnalysisReport(run(task, topology, world_size, preset, sets_text(sets), measured_us,
-                              predict, on_demand(trace_on_demand, pkb_root)))
+    name, topo = _task(task, "task"), _name(topology, "topology")
+    w, given = _world_size(world_size), _sets(sets)
+    if measured_us is not None:
+        check_option(measured_us, "measured_us", "--measured-us")
+    demand = on_demand(_flag(trace_on_demand, "trace_on_demand"), _opt_file(pkb_root, "pkb_root"))
+    return AnalysisReport(run(name, topo, w, _text(preset, "preset"), given, measured_us,
+                              _flag(predict, "predict"), demand))
 
 
-def analyze_all(*, topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
+def analyze_all(*, topology: PathArg = DEFAULT_TOPOLOGY, world_size: int | None = None,
                 preset: str = "pkb", sets: Sets | None = None, filters: Sequence[str] = (),
                 sort: str = "id", reverse: bool = False) -> OverviewReport:
     """Bounds of every shipped task, one row each: ``pkbsim analyze --all``.
@@ -405,22 +513,23 @@ def analyze_all(*, topology: str = DEFAULT_TOPOLOGY, world_size: int | None = No
     from pkbsim.overview import overview, parse_filters
     from pkbsim.topology.loader import load_topology as load
 
-    _world_size(world_size)
-    parsed = parse_filters(list(filters))
-    topo_sets = split_topology_overrides(sets_text(sets))
-    return OverviewReport(overview(load(topology, topo_sets), world_size, preset, parsed, sort,
-                                   reverse, topology_overrides=topo_sets))
+    w, name = _world_size(world_size), _name(topology, "topology")
+    parsed = parse_filters(_texts(filters, "filters"))
+    topo_sets = split_topology_overrides(_sets(sets))
+    return OverviewReport(overview(load(name, topo_sets), w, _text(preset, "preset"), parsed,
+                                   _text(sort, "sort"), _flag(reverse, "reverse"),
+                                   topology_overrides=topo_sets))
 
 
-def simulate(task: str | None = None, *, collective: str | None = None,
-             size: int | str | None = None, strategy: str = "nccl_reference",
-             topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
+def simulate(task: PathArg | int | None = None, *, collective: str | None = None,
+             size: int | float | str | None = None, strategy: PathArg = "nccl_reference",
+             topology: PathArg = DEFAULT_TOPOLOGY, world_size: int | None = None,
              preset: str = "pkb", sets: Sets | None = None,
              overrides: Mapping[str, str | int] | None = None, iterations: int = 3,
              trace: bool = False, reference_model: str = "auto",
-             trace_file: str | os.PathLike[str] | None = None,
+             trace_file: PathArg | None = None,
              host_model: str | None = None, trace_on_demand: bool = True,
-             pkb_root: str | os.PathLike[str] | None = None
+             pkb_root: PathArg | None = None
              ) -> SimulationReport | SweepReport:
     """A task under a strategy: ``pkbsim simulate --task TASK`` (a :class:`SimulationReport`);
     ``trace_file``: a trace from :func:`record_trace` the reference runs (``--trace-file``;
@@ -430,41 +539,50 @@ def simulate(task: str | None = None, *, collective: str | None = None,
     Or one collective call alone (``collective="all_reduce"``, ``size``: bytes per rank, a
     number or ``"1MiB"``): its simulated times and nccl-tests' bandwidths as a one-point
     :class:`SweepReport`, the same as ``pkbsim sweep --collective KIND --sizes SIZE``."""
-    if collective is not None:
-        if task is not None or trace_file is not None:
+    name, kind = _opt_task(task, "task"), _opt_text(collective, "collective")
+    if size is not None and not _scalar(size):
+        raise wrong("size", size, "bytes per rank, a number or a str such as '1MiB'")
+    strategy_name, topo = _name(strategy, "strategy"), _name(topology, "topology")
+    w, given, model = _world_size(world_size), _sets(sets), _text(reference_model,
+                                                                  "reference_model")
+    changes = _mapping(overrides, "overrides", _scalar, "OP.KEY to a str or an int")
+    check_option(iterations, "iterations", "--iterations")
+    keep, trace_path = _flag(trace, "trace"), _opt_file(trace_file, "trace_file")
+    host, demand = _opt_text(host_model, "host_model"), _flag(trace_on_demand, "trace_on_demand")
+    root, chosen_preset = _opt_file(pkb_root, "pkb_root"), _text(preset, "preset")
+    if kind is not None:
+        if name is not None or trace_path is not None:
             raise UsageError("give a task (or trace_file) or a collective, not both")
         if size is None:
             raise UsageError("a collective needs size= (bytes per rank, e.g. '1MiB')")
-        for name, used in (("strategy", strategy != "nccl_reference"),
-                           ("overrides", bool(overrides)), ("trace", trace),
-                           ("iterations", iterations != 3),
-                           ("reference_model", reference_model != "auto")):
+        for arg, used in (("strategy", strategy_name != "nccl_reference"),
+                          ("overrides", bool(changes)), ("trace", keep),
+                          ("iterations", iterations != 3), ("reference_model", model != "auto")):
             if used:
-                raise UsageError(f"{name}= works with a task; a collective runs both "
+                raise UsageError(f"{arg}= works with a task; a collective runs both "
                                  "strategies (vary algorithm, mechanism, ... with sweep())")
-        return sweep(collective=collective, sizes=str(size), topology=topology,
-                     world_size=world_size, sets=sets, host_model=host_model, jobs=1)
-    if host_model is not None:
+        return sweep(collective=kind, sizes=str(size), topology=topo, world_size=w, sets=sets,
+                     host_model=host, jobs=1)
+    if host is not None:
         raise UsageError("host_model= works with a collective; a task's strategy file sets it")
     from pkbsim.roofline import roofline
     from pkbsim.sim.run import run_simulation
     from pkbsim.trace.on_demand import on_demand
 
-    _world_size(world_size)
-    result = run_simulation(task, strategy, topology, world_size, preset, sets_text(sets),
-                            {k: str(v) for k, v in (overrides or {}).items()}, iterations,
-                            trace=trace, reference_model=reference_model,
-                            trace_file=str(trace_file) if trace_file is not None else None,
-                            on_demand=on_demand(trace_on_demand, pkb_root))
+    result = run_simulation(name, strategy_name, topo, w, chosen_preset, given,
+                            {k: str(v) for k, v in changes.items()}, int(iterations),
+                            trace=keep, reference_model=model,
+                            trace_file=str(trace_path) if trace_path is not None else None,
+                            on_demand=on_demand(demand, root))
     return SimulationReport(result, roofline(result.instance, result.topology))
 
 
-def sweep(task: str | None = None, *, collective: str | None = None,
+def sweep(task: PathArg | int | None = None, *, collective: str | None = None,
           vary: Mapping[str, str | Sequence[str | int | float]] | None = None,
-          sizes: str | None = None, topology: str = DEFAULT_TOPOLOGY,
+          sizes: str | None = None, topology: PathArg = DEFAULT_TOPOLOGY,
           world_size: int | None = None, preset: str = "pkb", sets: Sets | None = None,
           metrics: Sequence[str] = (), host_model: str | None = None,
-          baseline: str | None = None, jsonl: str | os.PathLike[str] | None = None,
+          baseline: str | None = None, jsonl: PathArg | None = None,
           fresh: bool = False, jobs: int | None = None, executor: str = "local",
           scheduler: str | None = None, progress: Progress | None = None) -> SweepReport:
     """A task or one collective over a grid: ``pkbsim sweep``.
@@ -482,22 +600,26 @@ def sweep(task: str | None = None, *, collective: str | None = None,
     from pkbsim.planning.request import failures, runner_for, sweep_spec
     from pkbsim.planning.sweep import run_sweep
 
-    items = [f"{name}={_values_text(values)}" for name, values in (vary or {}).items()]
-    fixed = [f"{k}={v}" for k, v in sets_text(sets).items()]
+    axes = _mapping(vary, "vary", _axis_values, "axis names to a str or a list of values")
+    items = [f"{name}={_values_text(values)}" for name, values in axes.items()]
+    fixed = [f"{k}={v}" for k, v in _sets(sets).items()]
     if jobs is not None:
         check_option(jobs, "jobs", "--jobs")
-    _world_size(world_size)
-    spec = sweep_spec(task, collective, topology, preset, host_model, items, sizes,
-                      world_size, fixed, list(metrics))
+    w, name, topo = _world_size(world_size), _opt_task(task, "task"), _name(topology, "topology")
+    spec = sweep_spec(name, _opt_text(collective, "collective"), topo, _text(preset, "preset"),
+                      _opt_text(host_model, "host_model"), items, _opt_text(sizes, "sizes"),
+                      w, fixed, _texts(metrics, "metrics"))
     base: tuple[str, Any] | None = None
     if baseline is not None:
         from pkbsim.planning.baseline import parse_baseline
 
-        base = parse_baseline(baseline, {a.name: a.values for a in spec.axes})
-    workers = jobs if jobs is not None else (os.cpu_count() or 1)
-    stream = _path(jsonl)
-    with runner_for(executor, scheduler, jobs, workers) as runner:
-        result = run_sweep(spec, stream, workers, progress, fresh, runner)
+        base = parse_baseline(_text(baseline, "baseline"), {a.name: a.values for a in spec.axes})
+    workers = int(jobs) if jobs is not None else (os.cpu_count() or 1)
+    stream, restart = _opt_file(jsonl, "jsonl"), _flag(fresh, "fresh")
+    _callable(progress, "progress")
+    with runner_for(_text(executor, "executor"), _opt_text(scheduler, "scheduler"),
+                    None if jobs is None else int(jobs), workers) as runner:
+        result = run_sweep(spec, stream, workers, progress, restart, runner)
     warning = failures(result)
     notes: tuple[str, ...] | None = None
     if base is not None:
@@ -508,19 +630,23 @@ def sweep(task: str | None = None, *, collective: str | None = None,
     return SweepReport(result, notes, warning)
 
 
+def _axis_values(values: object) -> bool:
+    """An axis's values: the command's text, or a list of numbers and str."""
+    return isinstance(values, str) or (isinstance(values, (list, tuple)) and bool(values)
+                                       and all(_scalar(v) for v in values))
+
+
 def _values_text(values: str | Sequence[str | int | float]) -> str:
     if isinstance(values, str):
         return values
     return ",".join(str(v) for v in values)
 
 
-def compare(problem: str | None = None, *, measured: str | os.PathLike[str] | None = None,
-            measured_us: float | None = None,
-            solution: str | os.PathLike[str] | None = None,
-            solutions: str | os.PathLike[str] | None = None,
-            topology: str = DEFAULT_TOPOLOGY, world_size: int | None = None,
-            preset: str = "pkb", simulate_fixes: bool = True, trace_on_demand: bool = True,
-            pkb_root: str | os.PathLike[str] | None = None) -> ComparisonReport:
+def compare(problem: str | int | None = None, *, measured: PathArg | None = None,
+            measured_us: float | None = None, solution: PathArg | None = None,
+            solutions: PathArg | None = None, topology: PathArg = DEFAULT_TOPOLOGY,
+            world_size: int | None = None, preset: str = "pkb", simulate_fixes: bool = True,
+            trace_on_demand: bool = True, pkb_root: PathArg | None = None) -> ComparisonReport:
     """Measured kernels against the roofline and the simulator, the gap split into ranked
     causes: ``pkbsim compare``.
 
@@ -532,16 +658,18 @@ def compare(problem: str | None = None, *, measured: str | os.PathLike[str] | No
     from pkbsim.topology.loader import load_topology as load
     from pkbsim.trace.on_demand import on_demand
 
-    paths = {name: _path(value) for name, value in (
+    name = None if problem is None else _task(problem, "problem")
+    paths = {arg: _opt_file(value, arg) for arg, value in (
         ("measured", measured), ("solution", solution), ("solutions", solutions))}
-    check_compare(problem, paths["measured"], measured_us, paths["solution"],
-                  paths["solutions"])
     if measured_us is not None:
         check_option(measured_us, "measured_us", "--measured-us")
+    w, topo, fixes = _world_size(world_size), _name(topology, "topology"), _flag(
+        simulate_fixes, "simulate_fixes")
+    demand = on_demand(_flag(trace_on_demand, "trace_on_demand"), _opt_file(pkb_root, "pkb_root"))
+    check_compare(name, paths["measured"], measured_us, paths["solution"], paths["solutions"])
     return ComparisonReport(compare_measured(
-        problem, paths["measured"], measured_us, paths["solution"], paths["solutions"],
-        load(topology), world_size, preset, simulate_fixes,
-        on_demand(trace_on_demand, pkb_root)))
+        name, paths["measured"], measured_us, paths["solution"], paths["solutions"],
+        load(topo), w, _text(preset, "preset"), fixes, demand))
 
 
 def check_compare(problem: str | None, measured: Path | None, measured_us: float | None,
@@ -560,9 +688,9 @@ def check_compare(problem: str | None, measured: Path | None, measured_us: float
         raise UsageError("--solutions: not a directory", file=str(solutions))
 
 
-def inspect(*paths: str | os.PathLike[str], dtype: str = "bfloat16", world_size: int = 8,
+def inspect(*paths: PathArg, dtype: str = "bfloat16", world_size: int = 8,
             shape: str | Sequence[int] = "1024x1024",
-            run_log: str | os.PathLike[str] | None = None) -> InspectionReport:
+            run_log: PathArg | None = None) -> InspectionReport:
     """What each solution file (or every ``*.py`` under a folder) does, read from its code:
     ``pkbsim inspect PATH...``. The branches are read under ``dtype``, ``world_size`` and
     ``shape`` (PKB's profile by default); ``run_log``: a ``pkbsim run`` output folder whose
@@ -573,24 +701,29 @@ def inspect(*paths: str | os.PathLike[str], dtype: str = "bfloat16", world_size:
     from pkbsim.inspection import inspect_path
     from pkbsim.inspection.profile import Profile
 
-    text = shape if isinstance(shape, str) else "x".join(str(s) for s in shape)
+    files = [_file(path, "paths") for path in paths]
+    if isinstance(shape, (list, tuple)) and all(isinstance(n, int) and not isinstance(n, bool)
+                                                for n in shape):
+        text = "x".join(str(n) for n in shape)
+    else:
+        text = _text(shape, "shape", "a str such as '1024x1024' or a list of int")
     if not re.fullmatch(r"\d{1,9}(?:x\d{1,9}){0,7}", text):
         raise UsageError(f"--shape {text}: expected sizes joined by x, e.g. 1024x1024")
-    _world_size(world_size)
+    w = int(check_option(world_size, "world_size", "--world-size"))
+    name, log = _text(dtype, "dtype"), _opt_file(run_log, "run_log")
     try:
-        profile = Profile(dtype=dtype, world_size=world_size,
-                          shape=tuple(int(s) for s in text.split("x")))
+        profile = Profile(dtype=name, world_size=w, shape=tuple(int(s) for s in text.split("x")))
     except ValueError as exc:
-        raise UsageError(f"--dtype {dtype}: {exc}" if "dtype" in str(exc) else str(exc)) \
+        raise UsageError(f"--dtype {name}: {exc}" if "dtype" in str(exc) else str(exc)) \
             from None
-    if not paths:
+    if not files:
         raise UsageError("give at least one solution file or folder")
     profiles = None
-    if run_log is not None:
+    if log is not None:
         from pkbsim.pkb.run_profile import load_run_profiles
 
-        profiles = load_run_profiles(Path(run_log).expanduser())
-    rows = [row for path in paths for row in inspect_path(Path(path), profile)]
+        profiles = load_run_profiles(log.expanduser())
+    rows = [row for path in files for row in inspect_path(path, profile)]
     if profiles is not None:
         from pkbsim.inspection.reconcile import profiles_for, reconcile
 
@@ -598,12 +731,10 @@ def inspect(*paths: str | os.PathLike[str], dtype: str = "bfloat16", world_size:
     return InspectionReport(tuple(rows))
 
 
-def record_trace(target: str | None = None, *,
-                 pkb_root: str | os.PathLike[str] | None = None, task: str | None = None,
-                 world_size: int = 1, sets: Sets | None = None, inputs: str = "make_inputs",
-                 mode: str = "auto", timeout: float = 300.0,
-                 out: str | os.PathLike[str] = "traces",
-                 programs: str | os.PathLike[str] | None = None,
+def record_trace(target: str | None = None, *, pkb_root: PathArg | None = None,
+                 task: str | int | None = None, world_size: int = 1, sets: Sets | None = None,
+                 inputs: str = "make_inputs", mode: str = "auto", timeout: float = 300.0,
+                 out: PathArg = "traces", programs: PathArg | None = None,
                  commit: Callable[[Path], str] | None = None, rank: int = 0) -> TraceReport:
     """Record what PyTorch dispatches, on CPU, for ``target`` (``"FILE.py:FUNCTION"``, with
     ``FILE.py`` defining ``inputs``) or PKB's references (``pkb_root`` and ``task``: ids or
@@ -611,42 +742,49 @@ def record_trace(target: str | None = None, *,
     ``programs``: also fold them into reference programs there. Feed a trace to
     ``simulate(trace_file=...)``. ``commit``: how to read the PKB checkout's commit; ``rank``:
     the rank recorded (negative counts from the last: -1 is W - 1)."""
+    from pkbsim.bounds import check_int, parse_number
     from pkbsim.trace.launch import MODES, TraceJob, check_out_folder, run_trace
 
-    if mode not in MODES:
-        raise UsageError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
-    check_option(world_size, "world_size", "--world-size")
-    check_option(timeout, "seconds", "--timeout")
-    if isinstance(rank, bool) or not isinstance(rank, int) or not -world_size <= rank < world_size:
-        raise UsageError(f"--rank {rank}: expected a rank of the {world_size} traced "
+    function, root = _opt_text(target, "target", "'FILE.py:FUNCTION' or None"), _opt_file(
+        pkb_root, "pkb_root")
+    names = None if task is None else _task(task, "task")
+    chosen, entry = _text(mode, "mode"), _text(inputs, "inputs")
+    folder, fold_to = _file(out, "out"), _opt_file(programs, "programs")
+    _callable(commit, "commit")
+    if chosen not in MODES:
+        raise UsageError(f"--mode {chosen!r}: expected one of {', '.join(MODES)}")
+    w = int(check_option(world_size, "world_size", "--world-size"))
+    seconds = check_option(timeout, "seconds", "--timeout")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not -w <= rank < w:
+        raise UsageError(f"--rank {show(rank)}: expected a rank of the {w} traced "
                          "(negative counts from the last)")
-    rank %= world_size
-    given = sets_text(sets)
-    if (target is None) == (pkb_root is None):
+    rank %= w
+    given = _sets(sets)
+    if (function is None) == (root is None):
         raise UsageError("give FILE.py:FUNCTION or --pkb-root (with --task), not both")
-    if pkb_root is not None:
-        root = Path(pkb_root)
-        problems = _problems(task)
+    if root is not None:
+        problems = _problems(names)
         unknown = sorted(set(given) - {"M", "N"})
         if unknown:
             raise UsageError(f"--set {unknown[0]}: PKB's inputs take M and N (its --m, --n)")
-        job = TraceJob(world_size, Path(out), root, problems, int(given.get("M", 1024)),
-                       int(given.get("N", 1024)), commit(root) if commit else "",
-                       timeout_s=timeout, mode=mode, rank=rank)
+        rows, cols = (check_int(parse_number(given.get(k, "1024"), field=f"--set {k}"), "whole",
+                                field=f"--set {k}") for k in ("M", "N"))
+        job = TraceJob(w, folder, root, problems, rows, cols, commit(root) if commit else "",
+                       timeout_s=seconds, mode=chosen, rank=rank)
     else:
-        assert target is not None
-        job = TraceJob(world_size, Path(out), function=target, inputs=inputs,
-                       sets=tuple(f"{k}={v}" for k, v in given.items()), timeout_s=timeout,
-                       mode=mode, rank=rank)
-    if programs is not None:
-        check_out_folder(Path(programs), "--programs")
+        assert function is not None
+        job = TraceJob(w, folder, function=function, inputs=entry,
+                       sets=tuple(f"{k}={v}" for k, v in given.items()), timeout_s=seconds,
+                       mode=chosen, rank=rank)
+    if fold_to is not None:
+        check_out_folder(fold_to, "--programs")
     outcomes = tuple(run_trace(job))
     folded: list[str] = []
-    if programs is not None:
+    if fold_to is not None:
         from pkbsim.trace.fold import fold_into
 
-        folded = list(fold_into(Path(programs), [o.path for o in outcomes if o.path],
-                                task if target else None))
+        folded = list(fold_into(fold_to, [o.path for o in outcomes if o.path],
+                                names if function else None))
     return TraceReport(outcomes, tuple(folded))
 
 

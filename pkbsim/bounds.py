@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from pkbsim.errors import PkbsimError, UsageError
+from pkbsim.errors import InfeasibleError, PkbsimError, UsageError
 
 MAX_NUMBER_CHARS = 40  # longer text is not a number any range here admits
 _NUMBER = re.compile(r"[+-]?(\d+(_?\d+)*(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
@@ -31,15 +31,22 @@ class Quantity:
     integer: bool = False
     lo_open: bool = False  # lo itself excluded
     what: str = ""
+    least: float = 0.0  # with lo 0: the smallest value above 0 (1e-320 GB/s is no bandwidth)
 
     def describe(self) -> str:
         kind = "an integer" if self.integer else "a number"
-        return f"{kind} {'>' if self.lo_open else '>='} {_fmt(self.lo)} and <= {_fmt(self.hi)}"
+        top = f"<= {_fmt(self.hi)}"
+        if self.least > 0 and self.lo == 0:
+            low = f"{kind} >= {_fmt(self.least)} and {top}"
+            return low if self.lo_open else f"0 or {low}"
+        return f"{kind} {'>' if self.lo_open else '>='} {_fmt(self.lo)} and {top}"
 
     def admits(self, value: float) -> bool:
         if not math.isfinite(value):
             return False
         if self.integer and value != int(value):
+            return False
+        if value != 0 and abs(value) < self.least:
             return False
         above = value > self.lo if self.lo_open else value >= self.lo
         return above and value <= self.hi
@@ -54,6 +61,7 @@ def _fmt(x: float) -> str:
 
 
 EiB = 2**60
+MAX_RESULT_US = 1e12  # a computed time past this comes from a rate or a size out of proportion
 # The ranges, by quantity. Data-file fields take theirs from the unit in their name
 # (``range_for``); options and task quantities name theirs.
 QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
@@ -64,16 +72,23 @@ QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
     Quantity("host_syncs", 0, 10**6, integer=True, what="host synchronisations of an op"),
     Quantity("root", 0, 2**20 - 1, integer=True, what="a rank"),
     Quantity("imbalance", 1, 10**6, what="largest rank over the mean"),
-    Quantity("bytes", 0, EiB, what="bytes (per rank, per op, per message)"),
+    Quantity("bytes", 0, EiB, what="bytes (per rank, per op, per message)", least=1),
+    Quantity("size", 1, EiB, what="a collective's bytes per rank (--sizes, size=)"),
     Quantity("flops", 0, 1e21, what="floating-point operations"),
     Quantity("parameter", -EiB, EiB, what="a task parameter or derived value"),
-    Quantity("GBps", 0, 1e6, what="bandwidth, GB/s"),
+    Quantity("GBps", 0, 1e6, what="bandwidth, GB/s (0: none)", least=1e-3),
+    Quantity("measured_GBps", 0, 1e6, least=1e-15,
+             what="a measured bandwidth, GB/s (down to 1 byte in the longest measured time)"),
     Quantity("us", 0, 1e9, what="a time, microseconds"),
     Quantity("seconds", 0, 1e7, lo_open=True, what="a time limit, seconds"),
     Quantity("GB", 0, 1e7, what="a capacity, GB or MiB"),
-    Quantity("tflops", 0, 1e7, lo_open=True, what="peak TFLOP/s"),
-    Quantity("fraction", 0, 1, lo_open=True, what="an efficiency or a fraction of line rate"),
-    Quantity("measured_us", 0, 1e12, lo_open=True, what="a measured time, microseconds"),
+    Quantity("tflops", 0, 1e7, lo_open=True, what="peak TFLOP/s", least=1e-3),
+    Quantity("fraction", 0, 1, lo_open=True, what="an efficiency or a fraction of line rate",
+             least=1e-3),
+    Quantity("measured_us", 0, 1e12, lo_open=True, what="a measured time, microseconds",
+             least=1e-3),
+    Quantity("result_us", 0, MAX_RESULT_US,
+             what="a computed time: a bound or a prediction, microseconds (about 11.6 days)"),
     Quantity("iterations", 1, 1000, integer=True, what="back-to-back iterations simulated"),
     Quantity("chunks", 1, 1024, integer=True, what="pieces one call is cut into"),
     Quantity("sms", 0, 10**5, integer=True, what="SMs given to communication"),
@@ -121,6 +136,17 @@ def check(value: object, quantity: str | Quantity, *, source: str | None = None,
     if not ok:
         raise error(f"expected {q.describe()}, got {show(value)}", file=source, field=field)
     return value if isinstance(value, int) else float(value)
+
+
+def check_result(seconds: float, what: str) -> float:
+    """A computed time (``what``: the bound or prediction it is), if finite and within
+    ``result_us``; else an InfeasibleError rather than a figure no machine would take."""
+    us = seconds * 1e6
+    if not QUANTITIES["result_us"].admits(us):
+        shown = f"{us:.3g} us" if math.isfinite(us) else "not finite"
+        raise InfeasibleError(f"{what} is {shown}, beyond the {MAX_RESULT_US:g} us pkbsim "
+                              "reports: a bandwidth, rate or size far out of proportion?")
+    return seconds
 
 
 def check_option(value: object, quantity: str | Quantity, option: str) -> float:

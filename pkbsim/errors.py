@@ -72,3 +72,8 @@ class NotApplicableError(UsageError):
     """The request does not apply to this task: a preset the task does not define (``--preset
     production`` on a task without a production size). A sweep counts such a point as not
     applicable, apart from its failures; one command still ends with exit code 2."""
+
+
+class ArgumentError(UsageError, TypeError):
+    """A Python API argument of the wrong type (``pkbsim.analyze(1.5)``): the argument's name,
+    what it takes and what it got. A TypeError too, as Python's own would be."""

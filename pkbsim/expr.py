@@ -3,7 +3,9 @@
 Task files describe sizes as expressions over parameters, e.g. ``batch * seq * (vocab // W) * 2``.
 They are parsed with :mod:`ast` and only a small whitelist is evaluated: numbers, names,
 arithmetic, comparisons, boolean logic, ``a if c else b`` and the functions in ``FUNCTIONS``.
-Nothing is ever passed to ``eval``.
+Nothing is ever passed to ``eval``. An expression is at most MAX_CHARS characters and nests at
+most MAX_DEPTH sub-expressions deep, both checked before anything recurses over it, so a
+50,000-term sum or 5,000 chained conditionals are one error, not a RecursionError.
 """
 
 from __future__ import annotations
@@ -71,15 +73,47 @@ _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
 }
 
 
+MAX_CHARS = 2000  # 3x the longest shipped expression (627 characters)
+MAX_DEPTH = 100  # nested sub-expressions; the deepest shipped nests 22
+
+
+def quoted(text: str) -> str:
+    """An expression for a message: quoted, and shortened when long."""
+    if len(text) <= 80:
+        return repr(text)
+    return f"{text[:60]!r}... ({len(text):,} characters)"
+
+
 @lru_cache(maxsize=4096)
 def parse(text: str) -> ast.expr:
     """Parse ``text`` into a checked expression tree (cached)."""
+    text = text.strip()
+    if len(text) > MAX_CHARS:
+        raise ExpressionError(f"expression {quoted(text)} is longer than {MAX_CHARS:,} "
+                              "characters")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
-        raise ExpressionError(f"cannot parse expression {text!r}: {exc.msg}") from None
+        raise ExpressionError(f"cannot parse expression {quoted(text)}: {exc.msg}") from None
+    except (RecursionError, MemoryError):  # the parser's own stack, deep inside MAX_CHARS
+        raise ExpressionError(f"expression {quoted(text)} nests deeper than {MAX_DEPTH} "
+                              "levels") from None
+    if depth(tree.body) > MAX_DEPTH:
+        raise ExpressionError(f"expression {quoted(text)} nests deeper than {MAX_DEPTH} levels")
     _check(tree.body, text)
     return tree.body
+
+
+def depth(node: ast.expr) -> int:
+    """How many sub-expressions deep ``node`` nests (counted without recursion; stops past
+    MAX_DEPTH)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack and deepest <= MAX_DEPTH:
+        current, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(current)
+                     if isinstance(child, ast.expr))
+    return deepest
 
 
 def _check(node: ast.AST, text: str) -> None:
@@ -90,20 +124,21 @@ def _check(node: ast.AST, text: str) -> None:
     for child in ast.walk(node):
         if not isinstance(child, allowed):
             raise ExpressionError(
-                f"expression {text!r} uses {type(child).__name__}, which is not allowed"
+                f"expression {quoted(text)} uses {type(child).__name__}, which is not allowed"
             )
         if isinstance(child, ast.Constant) and not isinstance(child.value, (int, float, bool)):
-            raise ExpressionError(f"expression {text!r} has a non-numeric constant")
+            raise ExpressionError(f"expression {quoted(text)} has a non-numeric constant")
         if isinstance(child, ast.BinOp) and type(child.op) not in _BINOPS:
-            raise ExpressionError(f"expression {text!r} uses an operator that is not allowed")
+            raise ExpressionError(f"expression {quoted(text)} uses an operator that is not "
+                                  "allowed")
         if isinstance(child, ast.Call):
             if not isinstance(child.func, ast.Name) or child.func.id not in FUNCTIONS:
                 raise ExpressionError(
-                    f"expression {text!r} calls an unknown function; allowed: "
+                    f"expression {quoted(text)} calls an unknown function; allowed: "
                     + ", ".join(sorted(FUNCTIONS))
                 )
             if child.keywords:
-                raise ExpressionError(f"expression {text!r} uses keyword arguments")
+                raise ExpressionError(f"expression {quoted(text)} uses keyword arguments")
 
 
 def names(text: str) -> set[str]:
@@ -124,15 +159,17 @@ def evaluate(value: str | Number | bool, env: Mapping[str, Number]) -> Number:
     try:
         result = _eval(tree, env, str(value))
     except ZeroDivisionError:
-        raise ExpressionError(f"expression {value!r} divides by zero") from None
+        raise ExpressionError(f"expression {quoted(str(value))} divides by zero") from None
     except (OverflowError, ValueError, TypeError) as exc:
-        raise ExpressionError(f"expression {value!r} cannot be evaluated: {exc}") from None
+        raise ExpressionError(f"expression {quoted(str(value))} cannot be evaluated: "
+                              f"{exc}") from None
     if isinstance(result, bool):
         return int(result)
     if not isinstance(result, (int, float)):
-        raise ExpressionError(f"expression {value!r} did not give a number")
+        raise ExpressionError(f"expression {quoted(str(value))} did not give a number")
     if isinstance(result, float) and not math.isfinite(result):
-        raise ExpressionError(f"expression {value!r} is not a finite number ({result})")
+        raise ExpressionError(f"expression {quoted(str(value))} is not a finite number "
+                              f"({result})")
     return result
 
 
@@ -156,16 +193,16 @@ def _eval(node: ast.expr, env: Mapping[str, Number], text: str) -> Any:
     if isinstance(node, ast.Name):
         if node.id not in env:
             raise ExpressionError(
-                f"expression {text!r} refers to unknown name {node.id!r}; known: "
+                f"expression {quoted(text)} refers to unknown name {node.id!r}; known: "
                 + ", ".join(sorted(env))
             )
         return env[node.id]
     if isinstance(node, ast.BinOp):
         left, right = _eval(node.left, env, text), _eval(node.right, env, text)
         if isinstance(node.op, ast.Pow) and abs(right) > 64:
-            raise ExpressionError(f"expression {text!r} has an exponent above 64")
+            raise ExpressionError(f"expression {quoted(text)} has an exponent above 64")
         if isinstance(node.op, (ast.Pow, ast.Mult, ast.LShift)) and _too_big(left, right, node.op):
-            raise ExpressionError(f"expression {text!r} grows beyond {MAX_INT_BITS} bits")
+            raise ExpressionError(f"expression {quoted(text)} grows beyond {MAX_INT_BITS} bits")
         return _BINOPS[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp):
         return _UNARY[type(node.op)](_eval(node.operand, env, text))
@@ -187,4 +224,4 @@ def _eval(node: ast.expr, env: Mapping[str, Number], text: str) -> Any:
         assert isinstance(node.func, ast.Name)
         args = [_eval(a, env, text) for a in node.args]
         return FUNCTIONS[node.func.id](*args)
-    raise ExpressionError(f"expression {text!r} cannot be evaluated")
+    raise ExpressionError(f"expression {quoted(text)} cannot be evaluated")

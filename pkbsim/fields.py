@@ -108,7 +108,7 @@ class Fields:
                lo_open: bool) -> Quantity:
         q = range_for(self._where(key), integer)
         return Quantity(q.name, q.lo if lo is None else lo, q.hi if hi is None else hi,
-                        integer, q.lo_open if lo is None else lo_open, q.what)
+                        integer, q.lo_open if lo is None else lo_open, q.what, q.least)
 
     def text(self, key: str, default: Any = _MISSING, *, choices: tuple[str, ...] = ()) -> str:
         value = self.raw(key, default)

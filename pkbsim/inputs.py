@@ -7,11 +7,14 @@ Every failure is one PkbsimError naming the file.
 
 from __future__ import annotations
 
+import codecs
 import errno
+import io
 import json
 import math
 import os
 import stat
+import tokenize
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +80,31 @@ def read_text(path: str | Path, *, limit: Limit = INPUT_BYTES,
         return data.decode("utf-8", errors="strict" if strict else "replace")
     except UnicodeDecodeError as exc:
         raise error(f"cannot read: not UTF-8 text (byte {exc.start})", file=str(path)) from None
+
+
+def read_source(path: str | Path, *, limit: Limit = INPUT_BYTES,
+                error: type[PkbsimError] = UsageError) -> str:
+    """A Python source file as text, decoded as Python decodes it (PEP 263): a UTF-8 byte
+    order mark or a coding line (``# -*- coding: latin-1 -*-``), else UTF-8."""
+    data = read_bytes(path, limit=limit, error=error)
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # an unknown codec, a BOM with another coding line
+        why = exc.msg
+        if data.startswith(codecs.BOM_UTF8) and why.startswith("encoding problem"):
+            why = "a UTF-8 byte order mark, but a coding line naming another encoding"
+        elif why.startswith("invalid or missing encoding"):  # not UTF-8 in its first lines
+            why = NOT_UTF8
+        raise error(f"cannot read Python source: {why}", file=str(path)) from None
+    try:
+        return data.decode(encoding)  # utf-8-sig drops the byte order mark
+    except UnicodeDecodeError as exc:
+        why = NOT_UTF8 if encoding.startswith("utf-8") else f"not {encoding} text"
+        raise error(f"cannot read Python source: {why} (byte {exc.start})",
+                    file=str(path)) from None
+
+
+NOT_UTF8 = "not UTF-8, and no coding line names its encoding (PEP 263)"
 
 
 def loads_json(text: str | bytes, *, file: str | None = None, field: str | None = None,

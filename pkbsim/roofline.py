@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pkbsim.bounds import check_result
 from pkbsim.collectives import ALGORITHMS, algbw_busbw, algorithms_for
 from pkbsim.errors import InfeasibleError
 from pkbsim.placement import (
@@ -265,10 +266,16 @@ def roofline(inst: TaskInstance, topo: Topology) -> Roofline:
     t_floor = (topo.latency.kernel_launch_us * US if work else 0.0) + t_sync
     terms = {"comm": t_comm, "memory": t_mem, "compute": t_comp, "latency": t_floor}
     binding = max(terms, key=lambda k: terms[k])
+    comm_variants = {"t_comm_line_rate": _max(line)[0],
+                     "t_comm_no_switch_reduction": _max(plain)[0],
+                     "t_comm_line_rate_no_switch_reduction": _max(plain_line)[0]}
+    for name, t in {**{f"t_{k}": v for k, v in terms.items()}, **comm_variants}.items():
+        check_result(t, f"task {inst.spec.key}: the roofline's {name}")
     return Roofline(
-        t_comm_s=t_comm, t_comm_line_rate_s=_max(line)[0],
-        t_comm_no_switch_reduction_s=_max(plain)[0],
-        t_comm_line_rate_no_switch_reduction_s=_max(plain_line)[0],
+        t_comm_s=t_comm, t_comm_line_rate_s=comm_variants["t_comm_line_rate"],
+        t_comm_no_switch_reduction_s=comm_variants["t_comm_no_switch_reduction"],
+        t_comm_line_rate_no_switch_reduction_s=comm_variants[
+            "t_comm_line_rate_no_switch_reduction"],
         t_mem_s=t_mem, t_comp_s=t_comp, t_latency_floor_s=t_floor, binding=binding,
         busiest_link=busiest, comm=tuple(comm), compute=tuple(compute),
         sync_steps_critical_path=steps,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pkbsim.errors import PkbsimError
-from pkbsim.inputs import path_kind, read_text
+from pkbsim.inputs import path_kind, read_source
 from pkbsim.inspection.call_sites import CallSite, call_sites
 from pkbsim.inspection.device_source import (
     c_kernel_flags,
@@ -97,7 +97,7 @@ def inspect_path(path: Path, profile: Profile = PKB_PROFILE) -> list[Inspection]
 
 def inspect_file(path: Path, profile: Profile = PKB_PROFILE) -> Inspection:
     """One solution file: a regular file of at most SOURCE_BYTES (so memory stays bounded)."""
-    source = read_text(path, limit=SOURCE_BYTES, error=InspectError, strict=True)
+    source = read_source(path, limit=SOURCE_BYTES, error=InspectError)
     return inspect_source(source, str(path), profile)
 
 
@@ -118,7 +118,7 @@ def _inspect(source: str, file: str, profile: Profile) -> Inspection:
         tree = ast.parse(source, filename=file)
     except SyntaxError as exc:
         raise InspectError(f"Python syntax error: {exc.msg}", file=file,
-                           field=f"line {exc.lineno}") from None
+                           field=f"line {exc.lineno}" if exc.lineno else None) from None
     except (ValueError, MemoryError) as exc:  # null bytes; a parser stack overflow
         raise InspectError(f"not Python source: {exc or type(exc).__name__}",
                            file=file) from None

@@ -99,6 +99,14 @@ def parse_values(text: str, where: str, numeric: bool = False) -> list[Value]:
     return out
 
 
+def parse_sizes(text: str, where: str) -> list[Value]:
+    """A collective's sizes: bytes per rank, each at least 1 (``size`` in docs/limits.md)."""
+    values = parse_values(text, where, numeric=True)
+    for value in values:
+        bounds.check(value, "size", field=where)
+    return values
+
+
 def parse_vary(item: str) -> Axis:
     """``NAME=VALUES`` -> an Axis."""
     name, sep, values = item.partition("=")
@@ -110,7 +118,9 @@ def parse_vary(item: str) -> Axis:
         from pkbsim.task.loader import list_tasks
 
         return Axis(name, tuple(int(p.stem.split("_", 1)[0]) for p in list_tasks()))
-    axis = Axis(name, tuple(parse_values(values, f"--vary {name}", numeric)))
+    where = f"--vary {name}"
+    axis = Axis(name, tuple(parse_sizes(values, where) if name == "size"
+                            else parse_values(values, where, numeric)))
     if name == "world_size" and any(not isinstance(v, int) or v < 1 for v in axis.values):
         raise UsageError(f"--vary world_size: expected whole numbers >= 1, got {values!r}")
     return axis

@@ -36,7 +36,7 @@ def sweep_spec(task: str | None, collective: str | None, topology: str, preset: 
 def build_axes(target: object, vary: list[str], sizes: str | None, world_size: int | None,
                sets: list[str]) -> list[Axis]:
     """Fixed values (--world-size, --set) as one-value axes, then --vary, then --sizes."""
-    from pkbsim.planning.axes import Axis, check_axes, parse_values, parse_vary
+    from pkbsim.planning.axes import Axis, check_axes, parse_sizes, parse_vary
 
     axes: list[Axis] = []
     if world_size is not None:
@@ -54,7 +54,7 @@ def build_axes(target: object, vary: list[str], sizes: str | None, world_size: i
         if getattr(target, "collective", None) is None:
             raise UsageError("--sizes works with --collective; for a task, --vary one of its "
                              "parameters")
-        axes.append(Axis("size", tuple(parse_values(sizes, "--sizes", numeric=True))))
+        axes.append(Axis("size", tuple(parse_sizes(sizes, "--sizes"))))
     check_axes(axes)
     if not axes:
         raise UsageError("nothing to sweep: give --vary NAME=VALUES (or --sizes)")

@@ -238,7 +238,10 @@ class _Sink:
         self.handle: IO[bytes] | None = None
         if path is None:
             return
-        self.handle = open_stream(path, valid_end)
+        try:
+            self.handle = open_stream(path, valid_end)
+        except OSError as exc:  # a missing folder, no permission (the API checks no path first)
+            raise UsageError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
         if valid_end == 0:
             self.write(spec.header())
 

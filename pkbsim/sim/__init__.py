@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from pkbsim.bounds import check_result
 from pkbsim.collectives import ALGORITHMS, algbw_busbw
 from pkbsim.collectives.base import Context
 from pkbsim.errors import InfeasibleError, UsageError
@@ -17,7 +18,7 @@ from pkbsim.sim.strategies import CHUNK_CHOICES, STRATEGIES, Builder, Strategy
 from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
 from pkbsim.topology.schema import Topology
 from pkbsim.trace.store import ChosenProgram, reference_program
-from pkbsim.units import US
+from pkbsim.units import US, format_bytes
 
 __all__ = ["STRATEGIES", "CollectiveResult", "SimOptions", "SimResult", "Strategy", "simulate",
            "simulate_collective"]
@@ -137,6 +138,7 @@ def simulate_collective(topo: Topology, kind: str, nbytes: float, world_size: in
                     held_sms(mech, comm_sms), kind)
     sim, nodes = run_call(topo, world_size, spec, list(range(world_size)))
     per_rank = tuple(n.end or 0.0 for n in nodes)
+    check_result(max(per_rank), f"one {kind} call of {format_bytes(nbytes)} per rank")
     return CollectiveResult(kind, algorithm, mechanism, world_size, nbytes, chunks,
                             max(per_rank), per_rank, sim.net.flows_started,
                             sim.net.rate_updates)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pkbsim.bounds import check_result
 from pkbsim.collectives.base import SWITCH
 from pkbsim.placement import fabric_for
 from pkbsim.sim.engine import Collective, Node, Simulation
@@ -130,6 +131,7 @@ def summarize(sim: Simulation, builder: Builder, inst: TaskInstance, strategy: S
     else:
         per_rank = [times[0][r] for r in range(w)]
     slowest = max(range(w), key=lambda r: (per_rank[r], -r))
+    check_result(per_rank[slowest], f"task {inst.spec.key}: {strategy.name}'s predicted time")
     last = iterations - 1
     t0 = times[-2][slowest] if iterations >= 2 else 0.0
     window = (t0, times[-1][slowest])

@@ -242,7 +242,9 @@ class Builder:
             nccl_call, nccl_choice = self._nccl_call(op, ctx, nbytes, ov)
             if self._standalone(nccl_call, members) < best_time:
                 best_spec, protocol = nccl_call, nccl_choice.protocol
-        assert best_spec is not None
+        if best_spec is None:  # every candidate's time is infinite: a link with no bandwidth
+            raise InfeasibleError(f"op {op.id}: no way to carry {op.kind} on {topo.name} "
+                                  "finishes (a link or mechanism without bandwidth?)")
         self.choices[op.id] = CommChoice(op.id, best_spec.algorithm.name,
                                          best_spec.mechanism.name, protocol, best_spec.chunks,
                                          self.pieces_of(op), best_spec.comm_sms, None)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pkbsim import expr
-from pkbsim.bounds import check, check_int, show
+from pkbsim.bounds import EiB, Quantity, check, check_int, show
 from pkbsim.datafiles import data_dir, looks_like_path, nearest
 from pkbsim.errors import (
     ExpressionError,
@@ -156,7 +156,7 @@ def parse_task(data: Mapping[str, Any], file: str, sha256: str = "") -> TaskSpec
     params = _params(top)
     derived = _derived(top, {p.name for p in params})
     known = {p.name for p in params} | {n for n, _ in derived}
-    presets = _presets(top, known)
+    presets = _presets(top, known, params)
     groups = _groups(top)
     ops = _ops(top, groups)
     spec = TaskSpec(
@@ -186,9 +186,10 @@ def _params(top: Fields) -> tuple[ParamSpec, ...]:
         else:
             raise top.fail(f"params.{name}", "expected a number or {value, help}, got "
                            f"{type(value).__name__}")
+        integer = isinstance(number, int) and not isinstance(number, bool)
         number = check(number, "parameter", source=top.file, field=where, error=TaskError)
         out.append(ParamSpec(str(name), int(number) if float(number).is_integer() else number,
-                             help_text))
+                             help_text, integer))
     return tuple(out)
 
 
@@ -204,7 +205,27 @@ def _derived(top: Fields, params: set[str]) -> tuple[tuple[str, str | int | floa
     return tuple(out)
 
 
-def _presets(top: Fields, known: set[str]) -> dict[str, PresetSpec]:
+WHOLE_PARAMETER = Quantity("parameter", -EiB, EiB, integer=True,
+                           what="a task parameter written as an integer")
+
+
+def param_value(param: ParamSpec | None, value: object, *, source: str | None = None,
+                field: str | None = None, error: type[PkbsimError] = UsageError
+                ) -> float | int:
+    """``value`` for ``param`` (None: a derived value): in the parameters' range, and a whole
+    number (made an int) where the task file writes the parameter as an integer."""
+    if param is None or not param.integer:
+        return check(value, "parameter", source=source, field=field, error=error)
+    try:
+        return int(check(value, WHOLE_PARAMETER, source=source, field=field, error=error))
+    except PkbsimError as exc:
+        raise error(f"{exc.message} ({param.name} is a whole number: the task file gives "
+                    f"{param.value})", file=source, field=field) from None
+
+
+def _presets(top: Fields, known: set[str], params: tuple[ParamSpec, ...]
+             ) -> dict[str, PresetSpec]:
+    declared = {p.name: p for p in params}
     presets: dict[str, PresetSpec] = {}
     for name, value in top.items("presets"):
         f = Fields(value if isinstance(value, Mapping) else {}, top.file, f"presets.{name}",
@@ -215,8 +236,8 @@ def _presets(top: Fields, known: set[str]) -> dict[str, PresetSpec]:
         for key, v in f.items("set"):
             if key not in known:
                 raise f.fail(f"set.{key}", "is not a parameter or derived value of this task")
-            values[str(key)] = check(v, "parameter", source=f.file,
-                                     field=f"{f.path}.set.{key}", error=TaskError)
+            values[str(key)] = param_value(declared.get(str(key)), v, source=f.file,
+                                           field=f"{f.path}.set.{key}", error=TaskError)
         world = f.integer("world_size", None, lo=1) if f.has("world_size") else None
         f.raw("world_size", None)
         production = f.flag("production", False)
@@ -348,8 +369,8 @@ def _check_names(spec: TaskSpec, top: Fields) -> None:
     for name, value in spec.derived:
         _names_known(value, known, spec.file, f"derived.{name}")
         known.add(name)
-    for c in spec.constraints:
-        _names_known(c.check, known, spec.file, "world_size.constraints")
+    for i, c in enumerate(spec.constraints):
+        _names_known(c.check, known, spec.file, f"world_size.constraints[{i}].check")
     for g in spec.groups.values():
         _names_known(g.size, known, spec.file, f"groups.{g.name}.size")
     for op in spec.ops:
@@ -361,7 +382,10 @@ def _check_names(spec: TaskSpec, top: Fields) -> None:
 def _names_known(value: object, known: set[str], file: str, field: str) -> None:
     if not isinstance(value, str):
         return
-    unknown = expr.names(value) - known
+    try:
+        unknown = expr.names(value) - known
+    except ExpressionError as exc:
+        raise TaskError(exc.message, file=file, field=field) from None
     if unknown:
         raise TaskError(f"expression {value!r} uses unknown name {sorted(unknown)[0]!r}",
                         file=file, field=field)
@@ -391,8 +415,9 @@ def instantiate(spec: TaskSpec, world_size: int | None = None, preset: str = "pk
     chosen = spec.presets[preset]
     overrides = dict(overrides or {})
     settable = spec.settable()
+    declared = {p.name: p for p in spec.params}
     for key, given in overrides.items():
-        check(given, "parameter", field=f"--set {key}")
+        overrides[key] = param_value(declared.get(key), given, field=f"--set {key}")
         if key not in settable:
             raise UsageError(f"unknown --set key {key!r} for task {spec.key}; task keys: "
                              + ", ".join(settable) + "; topology keys are dotted, e.g. "

@@ -29,6 +29,7 @@ class ParamSpec:
     name: str
     value: float | int
     help: str = ""
+    integer: bool = False  # written as an integer (1024, not 1024.0): whole numbers only
 
 
 @dataclass(frozen=True)

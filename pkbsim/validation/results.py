@@ -250,7 +250,7 @@ def _measurement(m: Any, where: str, fail: Any, file: str) -> Measurement:
     if bw is not None and (isinstance(bw, bool) or not isinstance(bw, (int, float))):
         raise fail(f"{where}.bandwidth_GBps", f"expected a number or null, got {bw!r}")
     if bw is not None:
-        bw = number("bandwidth_GBps", "GBps")
+        bw = number("bandwidth_GBps", "measured_GBps")
     params = m.get("params", {})
     if not isinstance(params, dict):
         raise fail(f"{where}.params", "expected an object")

@@ -26,7 +26,7 @@ PUBLIC = [
     "Report", "AnalysisReport", "OverviewReport", "SimulationReport", "SweepReport",
     "ComparisonReport", "InspectionReport", "TraceReport",
     "PkbsimError", "TaskError", "TopologyError", "UsageError", "InfeasibleError",
-    "ExpressionError",
+    "ExpressionError", "ArgumentError",
 ]
 COMMANDS = ["analyze", "analyze_all", "simulate", "sweep", "compare", "inspect",
             "record_trace", "load_topology", "load_task"]

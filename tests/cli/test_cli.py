@@ -101,7 +101,7 @@ def test_failed_run_keeps_earlier_output(cli, tmp_path: Path) -> None:
         (["analyze", "--task", "grpo", "--set", "scale_up.warp=9"], "no such topology field"),
         (["analyze", "--task", "grpo", "--topology", "dgx-h10"], "did you mean dgx-h100"),
         (["analyze", "--task", "grpo", "--preset", "huge"], "no preset 'huge'"),
-        (["analyze", "--task", "grpo", "--measured-us", "-1"], "expected a number > 0"),
+        (["analyze", "--task", "grpo", "--measured-us", "-1"], "expected a number >= 0.001"),
         (["analyze", "--task", "grpo", "--format", "xml"], "--format"),
         (["analyze"], "give either --task NAME or --all"),
         (["tasks", "show", "nope"], "unknown task"),

@@ -194,7 +194,7 @@ def test_plot_bytes_are_deterministic(tmp_path: Path) -> None:
     ({"measured": DATA / "missing"}, "no such file"),
     ({"problem": "1", "measured_us": -2.0}, "--measured-us"),
     ({"problem": "no_such_task", "measured_us": 2.0}, "no_such_task"),
-    ({"measured": LOGS, "world_size": 0}, "no problem could be compared"),
+    ({"measured": LOGS, "world_size": 0}, "--world-size 0: expected an integer >= 1"),
     ({"measured": LOGS, "solutions": DATA / "nothing_here"}, "not a directory"),
     ({"problem": "1", "measured_us": 2.0, "solution": DATA / "none.py"}, "no such file"),
 ])

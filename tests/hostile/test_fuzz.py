@@ -1,7 +1,8 @@
 """A standing fuzz test: the CLI driven with hostile option values, and with topology, task,
 results and log files that have one field replaced by a hostile value. Every outcome must be
 exit 0 with valid output (JSON that any parser reads), or exit 2 with one line on stderr: never
-a traceback, a hang, or NaN in JSON.
+a traceback, a hang, or NaN in JSON. The Python API is driven the same way: any function with
+some arguments replaced by values of the wrong type must return or raise a PkbsimError.
 
 About a minute in all, marked slow: .ci/run runs it with the other slow tests. Deterministic
 (hypothesis' derandomize) unless PKBSIM_FUZZ_RANDOM=1, which draws new examples;
@@ -19,9 +20,14 @@ from typing import Any
 
 import pytest
 import yaml
+from api_calls import WRONG, call, functions, no_trace_runs, parameters
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import DATA, ROOT
+
+from pkbsim.errors import PkbsimError
+
+__all__ = ["no_trace_runs"]  # the fixture, imported for pytest
 
 EXAMPLES = int(os.environ.get("PKBSIM_FUZZ_EXAMPLES", "0"))
 SETTINGS = settings(deadline=None, derandomize=not os.environ.get("PKBSIM_FUZZ_RANDOM"),
@@ -213,3 +219,24 @@ def test_mutated_pkb_log(cli, tmp_path_factory: pytest.TempPathFactory,
     text = raw if raw is not None else _json_text(replaced(json.loads(PERF), *change))
     (folder / "rank_0_perf.json").write_text(text)
     run(cli, ["compare", "--measured", str(logs), "--format", "json"])
+
+
+@st.composite
+def api_call(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    name = draw(st.sampled_from(functions()))
+    chosen = draw(st.lists(st.sampled_from(parameters(name)), min_size=1, max_size=3,
+                           unique=True))
+    values = st.sampled_from([*WRONG, *HOSTILE_VALUES, *NUMBERS, *TEXTS])
+    return name, {p: draw(values) for p in chosen}
+
+
+@pytest.mark.slow
+@settings(SETTINGS, max_examples=EXAMPLES or 300)
+@given(drawn=api_call())
+def test_api_arguments(no_trace_runs: None, drawn: tuple[str, dict[str, Any]]) -> None:
+    name, replaced = drawn
+    with no_hang():
+        try:
+            call(name, replaced)
+        except PkbsimError as exc:
+            assert "\n" not in exc.one_line(), (name, replaced)

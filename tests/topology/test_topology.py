@@ -90,7 +90,7 @@ _DELETE = object()
     [
         ("gpu.sm_count", _DELETE, "gpu.sm_count", "required but missing"),
         ("gpu.sm_count", "lots", "gpu.sm_count", "expected an integer"),
-        ("gpu.hbm_bandwidth_GBps", -1, "gpu.hbm_bandwidth_GBps", "expected a number > 0"),
+        ("gpu.hbm_bandwidth_GBps", -1, "gpu.hbm_bandwidth_GBps", "expected a number >= 0.001"),
         ("gpu.colour", "green", "gpu.colour", "unknown field"),
         ("mechanisms.tma.efficiency", 1.5, "mechanisms.tma.efficiency", "<= 1"),
         ("mechanisms.warp_drive", {"efficiency": 1}, "mechanisms.warp_drive",
