@@ -3,7 +3,7 @@ Invariants). Prints the points checked, the points skipped by reason, every viol
 run time; exits 1 when there is a violation not in --known.
 
     python benchmarks/invariants_grid.py [--max-world-size N] [--every K] [--task ID ...]
-        [--topology NAME ...] [--no-collectives] [--curve-max-world-size N]
+        [--topology NAME ...] [--no-collectives] [--no-instances] [--curve-max-world-size N]
         [--curve-max-total-bytes B] [--jobs N] [--slowest N] [--progress]
 
 The slow test's grid (tests/test_invariants.py) is
@@ -42,6 +42,8 @@ def main() -> int:
     parser.add_argument("--task", action="append", default=None)
     parser.add_argument("--topology", action="append", default=None)
     parser.add_argument("--no-collectives", action="store_true")
+    parser.add_argument("--no-instances", action="store_true",
+                        help="the bare-collective curves only")
     parser.add_argument("--curve-max-total-bytes", type=float, default=None,
                         help="leave out curve sizes whose W x size exceeds this")
     parser.add_argument("--curve-max-world-size", type=int, default=None,
@@ -53,12 +55,13 @@ def main() -> int:
     begin = time.perf_counter()
     specs, topos = load_grid_inputs(args.task, args.topology)
     points, skipped = grid(specs, topos, WORLD_SIZES, args.max_world_size)
-    points = sample(points, args.every)
+    points = [] if args.no_instances else sample(points, args.every)
 
     def progress(where: str) -> None:
         print(f"  {time.perf_counter() - begin:8.1f} s  {where}", file=sys.stderr, flush=True)
 
-    report = check_grid(points, skipped, [] if args.no_collectives else topos,
+    report = check_grid(points, {} if args.no_instances else skipped,
+                        [] if args.no_collectives else topos,
                         max_bytes_total=args.curve_max_total_bytes,
                         progress=progress if args.progress else None, jobs=args.jobs,
                         curve_max_world_size=args.curve_max_world_size)
@@ -83,8 +86,8 @@ def main() -> int:
         print(f"  {n:6d}  {k}")
     for v in report.violations:
         print(f"  - {v}")
-    print(f"NCCL configuration steps (a larger call faster because NCCL changed its algorithm, "
-          f"protocol or channels; not violations): {len(report.nccl_steps)}")
+    print(f"NCCL tuner switches (a larger call faster because NCCL's tuner changed its "
+          f"algorithm or protocol there; listed, not violations): {len(report.nccl_steps)}")
     for v in report.nccl_steps:
         print(f"  - {v.where}: {v.detail}")
     if args.slowest:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from pkbsim.sim import SimOptions, SimResult, Strategy, simulate
+from pkbsim.sim import SimOptions, SimResult, Strategy, simulate, trace_stands_for
 from pkbsim.sim.strategies import OpOverride
 from pkbsim.task.schema import TaskInstance
 from pkbsim.topology.schema import Topology
@@ -25,6 +25,8 @@ TRACE = "trace"  # the traced program
 TASK = "task"  # the task file's ops
 NO_TRACE = "task file's model (no traced program for this task)"
 OVERRIDDEN = "task file's model (per-op overrides name its ops)"
+CANNOT_STAND = ("task file's model (the traced program cannot stand for this instance: another "
+                "rank's work, or its collectives, were not traced)")
 
 
 @dataclass(frozen=True)
@@ -69,11 +71,15 @@ def reference_model(inst: TaskInstance, overrides: Mapping[str, OpOverride] | No
                     host_model: str = "torch", program: ChosenProgram | None = None
                     ) -> ReferenceModel:
     """PKB's reference for ``inst``: ``program`` where given (traced on demand), else its
-    traced program when one is shipped (and no per-op ``overrides``), else the task file's
-    ops."""
+    traced program when one is shipped (and no per-op ``overrides``), where that program can
+    stand for the instance (``pkbsim.sim.trace_stands_for``), else the task file's ops."""
     ops = dict(overrides or {})
     chosen = None if ops else program or reference_program(inst)
+    stands = chosen is None or trace_stands_for(chosen, inst)
+    if not stands:
+        chosen = None
     strategy = Strategy("nccl_reference", ops, reference=TRACE if chosen else TASK,
                         program=chosen, host_model=host_model)
-    label = chosen.describe() if chosen is not None else OVERRIDDEN if ops else NO_TRACE
+    label = (chosen.describe() if chosen is not None else OVERRIDDEN if ops
+             else NO_TRACE if stands else CANNOT_STAND)
     return ReferenceModel(inst, strategy, label)

@@ -21,7 +21,7 @@ from pkbsim.trace.store import ChosenProgram, reference_program
 from pkbsim.units import US, format_bytes
 
 __all__ = ["STRATEGIES", "CollectiveResult", "SimOptions", "SimResult", "Strategy", "simulate",
-           "simulate_collective"]
+           "simulate_collective", "trace_stands_for"]
 
 
 def simulate(inst: TaskInstance, topo: Topology, strategy: Strategy,

@@ -223,7 +223,11 @@ def _cost(alg_name: str, proto: str, op: CommOp, ctx: Context, world_size: int,
             op.kind == "all_reduce" and S / (max(mech.sms_to_saturate, 1) * ctx.n) >= 64:
         latency *= RING_PLATEAU
     estimate = latency + t_bw
-    ll = LL_CHUNK_BYTES if proto == "LL" else None
+    most = mech.sms_to_saturate
+    nc = channels(alg_name, proto, op.kind, op.bytes_per_rank, ctx, most)
+    # LL moves each channel's share in its 32 KiB chunks: over the nc channels the call
+    # advances nc chunks at a time (enqueue.cc: the chunk is per channel)
+    ll = LL_CHUNK_BYTES * nc if proto == "LL" else None
     if alg_name == "nccl_tree":  # each tree's share per channel, in chunks of 128-512 KiB
         share = op.bytes_per_rank / 2 / max(alg.channels(op.kind, ctx) // 4, 1)
         chunks = max(1, min(math.ceil(share / (ll or TREE_CHUNK_MIN_BYTES)),
@@ -231,7 +235,5 @@ def _cost(alg_name: str, proto: str, op: CommOp, ctx: Context, world_size: int,
     else:
         chunks = alg.pipeline_chunks(op.kind, op.bytes_per_rank, ctx.n,
                                      ll or PIPELINE_CHUNK_BYTES)
-    most = mech.sms_to_saturate
-    nc = channels(alg_name, proto, op.kind, op.bytes_per_rank, ctx, most)
     return NcclChoice(alg_name, proto, mech.name, chunks, base * US,
                       hop * US, net * US, estimate, nc, cap)
