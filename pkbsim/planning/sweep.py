@@ -193,7 +193,8 @@ def _row_schema(spec: SweepSpec) -> dict[str, tuple[type, ...]]:
 def _check_row(record: Any, names: Sequence[str], keys: set[str],
                schema: Mapping[str, tuple[type, ...]], path: Path, number: int) -> str:
     """A row's point key, after checking it is a row this sweep writes: its point's axis
-    values, then ``error`` (text) or every metric column with a value of its type."""
+    values, then ``error`` or ``not_applicable`` (text) or every metric column with a value of
+    its type."""
     if not isinstance(record, dict) or any(n not in record for n in names):
         raise UsageError(f"line {number}: not a row of this sweep (axes "
                          + ", ".join(names) + ")", file=str(path))
@@ -201,7 +202,8 @@ def _check_row(record: Any, names: Sequence[str], keys: set[str],
     if key not in keys:
         raise UsageError(f"line {number}: {key} is not a point of this sweep", file=str(path))
     fields = {k: v for k, v in record.items() if k not in names}
-    expected = {"error": (str,)} if "error" in fields else schema
+    expected = ({"error": (str,)} if "error" in fields
+                else {"not_applicable": (str,)} if "not_applicable" in fields else schema)
     problem = _field_problem(fields, expected)
     if problem:
         raise UsageError(f"line {number}: {problem}, not a row this sweep wrote (fix or delete "
