@@ -554,7 +554,7 @@ def inspect(*paths: str | os.PathLike[str], dtype: str = "bfloat16", world_size:
     unreadable file is a row with ``error`` (see ``failed``); a lone one raises."""
     import re
 
-    from pkbsim.inspection import inspect_path
+    from pkbsim.inspection import inspect_paths
     from pkbsim.inspection.profile import Profile
 
     text = shape if isinstance(shape, str) else "x".join(str(s) for s in shape)
@@ -574,7 +574,7 @@ def inspect(*paths: str | os.PathLike[str], dtype: str = "bfloat16", world_size:
         from pkbsim.pkb.run_profile import load_run_profiles
 
         profiles = load_run_profiles(Path(run_log).expanduser())
-    rows = [row for path in paths for row in inspect_path(Path(path), profile)]
+    rows = inspect_paths([Path(path) for path in paths], profile)
     if profiles is not None:
         from pkbsim.inspection.reconcile import profiles_for, reconcile
 

@@ -55,8 +55,12 @@ INPUT_BYTES = Limit("input_bytes", 256 * 2**20, "PKBSIM_MAX_INPUT_BYTES",
                     "bytes in one data, results or log file")
 SOURCE_BYTES = Limit("source_bytes", 4 * 2**20, "PKBSIM_MAX_SOURCE_BYTES",
                      "bytes in one solution file inspected")
-SOURCE_FILES = Limit("source_files", 100_000, "PKBSIM_MAX_SOURCE_FILES",
+SOURCE_FILES = Limit("source_files", 10_000, "PKBSIM_MAX_SOURCE_FILES",
                      "solution files inspected in one command")
+SOURCE_TOTAL_BYTES = Limit("source_total_bytes", 8 * 2**20, "PKBSIM_MAX_SOURCE_TOTAL_BYTES",
+                           "bytes of solution files inspected in one command")
+WALK_ENTRIES = Limit("walk_entries", 100_000, "PKBSIM_MAX_WALK_ENTRIES",
+                     "files and folders looked at under the folders inspected in one command")
 NESTING = Limit("nesting", 100, "PKBSIM_MAX_NESTING",
                 "levels of nesting in a JSON or YAML file")
 RANK_FILE_BYTES = Limit("rank_file_bytes", 2**20, "PKBSIM_MAX_RANK_FILE_BYTES",
@@ -66,4 +70,4 @@ CPU_RANKS = Limit("cpu_ranks", 64, "PKBSIM_MAX_CPU_RANKS",
                   "ranks of a pkbsim run on CPU (one process each)")
 
 LIMITS = (SIM_NODES, SIM_FLOWS, SWEEP_POINTS, AXIS_VALUES, INPUT_BYTES, SOURCE_BYTES,
-          SOURCE_FILES, NESTING, RANK_FILE_BYTES, CPU_RANKS)
+          SOURCE_FILES, SOURCE_TOTAL_BYTES, WALK_ENTRIES, NESTING, RANK_FILE_BYTES, CPU_RANKS)

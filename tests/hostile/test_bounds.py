@@ -79,3 +79,69 @@ def test_quoted_base_60_text_is_text(cli, tmp_path: Path) -> None:
     r = cli("analyze", "--task", str(path), "--no-predict")
     assert r.code == 0, r.err
     assert "1:30" in r.out
+
+
+# ---------------------------------------------------------------- inspect
+
+_HOSTILE_SOURCES = {  # (n, device source of n parts): each cost the square of n before
+    "bare __global__": (8000, lambda n: "__global__\n" * n),
+    "unclosed kernels": (4000, lambda n: "__global__ void k(int a) {\n" * n),
+    "unclosed parameters": (4000, lambda n: "__global__ void k(\n" * n),
+    "peer parameters": (4000, lambda n: "__global__ void k(" + ", ".join(
+        f"float* peer{i}" for i in range(n)) + ") {\n" + "".join(
+        f"peer{i}[0] = 1;\n" for i in range(n)) + "}\n"),
+    "launch sizes": (4000, lambda n: "__global__ void k() {}\n" + "".join(
+        f"k<<<B{i}, 1>>>(p);\nint B{i} = 4;\n" for i in range(n))),
+    "peer copies": (4000, lambda n: "__global__ void k() {}\n" + "".join(
+        f"void f{i}(float* peer) {{ cudaMemcpyAsync(peer, x, 8, s); }}\n" for i in range(n))),
+    "nested loops": (4000, lambda n: "__global__ void k(float** peers) {\n"
+                     + "for (int r = 0; r < world_size; r++) {\n" * n),
+    "unclosed launches": (16000, lambda n: "__global__ void k() {}\n" + "k<<<1, 2\n" * n),
+    "asm": (16000, lambda n: "__global__ void k() {\n" + 'asm volatile("nop;");\n' * n + "}\n"),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", sorted(_HOSTILE_SOURCES))
+def test_inspection_is_linear_in_device_source(kind: str) -> None:
+    from pkbsim.inspection import inspect_source
+
+    n, make = _HOSTILE_SOURCES[kind]
+    source = f'SRC = r"""\n{make(n)}"""\ndef solution(x):\n    return x\n'
+    start = time.perf_counter()
+    inspect_source(source, "hostile.py")
+    assert time.perf_counter() - start < 5  # 0.1-0.6 s now; 16 s to over 60 s before
+
+
+def test_inspect_refuses_a_folder_of_too_many_files_up_front(cli, tmp_path: Path) -> None:
+    for i in range(10_001):  # the default limit of 10,000 solution files, plus one
+        (tmp_path / f"s{i}.py").write_text("def solution(x):\n    return x\n")
+    start = time.perf_counter()
+    one_line(cli("inspect", str(tmp_path)), str(tmp_path), "10,000 solution files",
+             "PKBSIM_MAX_SOURCE_FILES")
+    assert time.perf_counter() - start < 5  # before: every file inspected, about 7 s
+
+
+def test_inspect_bounds_the_entries_it_walks(cli, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.py").write_text("def solution(x):\n    return x\n")
+    for i in range(30):  # not solution files, but each is looked at
+        (tmp_path / "deep" / str(i)).mkdir(parents=True)
+    monkeypatch.setenv("PKBSIM_MAX_WALK_ENTRIES", "20")
+    one_line(cli("inspect", str(tmp_path)), str(tmp_path), "limit of 20 files and folders",
+             "PKBSIM_MAX_WALK_ENTRIES")
+    monkeypatch.setenv("PKBSIM_MAX_WALK_ENTRIES", "40")
+    assert cli("inspect", str(tmp_path)).code == 0
+
+
+def test_inspect_bounds_the_bytes_of_all_files(cli, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    files = []
+    for i in range(3):
+        files.append(tmp_path / f"s{i}.py")
+        files[-1].write_text("def solution(x):\n    return x\n" + "# pad\n" * 150)
+    monkeypatch.setenv("PKBSIM_MAX_SOURCE_TOTAL_BYTES", "2048")
+    one_line(cli("inspect", str(tmp_path)), "limit of 2,048 bytes of solution files",
+             "PKBSIM_MAX_SOURCE_TOTAL_BYTES")
+    one_line(cli("inspect", *map(str, files)), str(files[2]), "PKBSIM_MAX_SOURCE_TOTAL_BYTES")
+    assert cli("inspect", *map(str, files[:2])).code == 0
