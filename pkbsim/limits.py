@@ -47,7 +47,13 @@ class Limit:
 SIM_NODES = Limit("sim_nodes", 2_000_000, "PKBSIM_MAX_SIM_NODES",
                   "timed nodes (host dispatches, kernels, calls) in one simulation")
 SIM_FLOWS = Limit("sim_flows", 50_000_000, "PKBSIM_MAX_SIM_FLOWS",
-                  "transfers started in one simulation")
+                  "transfers started in one simulation (custom_best: all its runs and the "
+                  "calls it simulates alone)")
+SIM_CALLS = Limit("sim_calls", 10_000, "PKBSIM_MAX_SIM_CALLS",
+                  "collective calls custom_best simulates alone to choose each op's algorithm "
+                  "(comm ops x roots x 4 candidates, per piece count tried)")
+TASK_OPS = Limit("task_ops", 10_000, "PKBSIM_MAX_TASK_OPS",
+                 "ops in one task (each is bounded, simulated and shown in every command)")
 SWEEP_POINTS = Limit("sweep_points", 100_000, "PKBSIM_MAX_SWEEP_POINTS", "points in one sweep")
 AXIS_VALUES = Limit("axis_values", 100_000, "PKBSIM_MAX_AXIS_VALUES",
                     "values in one sweep axis")
@@ -69,5 +75,6 @@ RANK_FILE_BYTES = Limit("rank_file_bytes", 2**20, "PKBSIM_MAX_RANK_FILE_BYTES",
 CPU_RANKS = Limit("cpu_ranks", 64, "PKBSIM_MAX_CPU_RANKS",
                   "ranks of a pkbsim run on CPU (one process each)")
 
-LIMITS = (SIM_NODES, SIM_FLOWS, SWEEP_POINTS, AXIS_VALUES, INPUT_BYTES, SOURCE_BYTES,
-          SOURCE_FILES, SOURCE_TOTAL_BYTES, WALK_ENTRIES, NESTING, RANK_FILE_BYTES, CPU_RANKS)
+LIMITS = (SIM_NODES, SIM_FLOWS, SIM_CALLS, TASK_OPS, SWEEP_POINTS, AXIS_VALUES, INPUT_BYTES,
+          SOURCE_BYTES, SOURCE_FILES, SOURCE_TOTAL_BYTES, WALK_ENTRIES, NESTING, RANK_FILE_BYTES,
+          CPU_RANKS)

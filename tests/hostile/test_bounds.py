@@ -145,3 +145,66 @@ def test_inspect_bounds_the_bytes_of_all_files(cli, tmp_path: Path,
              "PKBSIM_MAX_SOURCE_TOTAL_BYTES")
     one_line(cli("inspect", *map(str, files)), str(files[2]), "PKBSIM_MAX_SOURCE_TOTAL_BYTES")
     assert cli("inspect", *map(str, files[:2])).code == 0
+
+
+# ---------------------------------------------------------------- simulation work
+
+def _many_ops(tmp_path: Path, n: int) -> Path:
+    """A task of ``n`` all-reduces of distinct sizes, under every size limit of the file."""
+    ops = "".join(f"  - id: ar{i}\n    kind: all_reduce\n    elements_per_rank: \"M * N + {i}\"\n"
+                  f"    dtype: bf16\n    reduce_op: sum\n" for i in range(n))
+    head = (ROOT / "tasks" / "13_gemm_allreduce.yaml").read_text().split("\nops:")[0]
+    path = tmp_path / "many_ops.yaml"
+    path.write_text(head.replace("\naliases: [gemm_ar]", "") + "\nops:\n" + ops)
+    return path
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", [["analyze"], ["simulate", "--strategy", "custom_best"]])
+def test_custom_best_calls_alone_are_counted_up_front(cli, tmp_path: Path,
+                                                      command: list[str]) -> None:
+    path = _many_ops(tmp_path, 2_600)  # 4 candidates each: 10,400 calls alone per run
+    start = time.perf_counter()
+    one_line(cli(*command, "--task", str(path)), "10,400 is over the limit of 10,000 "
+             "collective calls custom_best simulates alone", "PKBSIM_MAX_SIM_CALLS")
+    assert time.perf_counter() - start < 5  # before: over 400 s for 1,000 such ops
+
+
+def test_every_run_custom_best_tries_counts_its_calls(cli, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PKBSIM_MAX_SIM_CALLS", "12")  # 3 ops x 4: the first run only
+    one_line(cli("simulate", "--task", str(_many_ops(tmp_path, 3)), "--strategy", "custom_best"),
+             "2 piece counts tried: 24 is over the limit of 12", "PKBSIM_MAX_SIM_CALLS")
+
+
+def test_calls_alone_draw_on_the_transfer_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pkbsim.errors import InfeasibleError
+    from pkbsim.placement import fabric_for
+    from pkbsim.sim import Strategy, simulate
+    from pkbsim.sim.network import Network
+    from pkbsim.task.loader import instantiate, load_task
+    from pkbsim.topology.loader import load_topology
+
+    networks: list[Network] = []
+    init = Network.__init__
+
+    def spy(self: Network, *args: Any) -> None:
+        init(self, *args)
+        networks.append(self)
+
+    monkeypatch.setattr(Network, "__init__", spy)
+    inst, topo = instantiate(load_task("13"), None, "pkb", {}), load_topology("dgx-h100")
+    strategy = Strategy("custom_best", chunks=1)  # one run, and the calls it makes alone
+    simulate(inst, topo, strategy)
+    largest = max(n.flows_started for n in networks)
+    assert len(networks) > 1 and sum(n.flows_started for n in networks) > largest
+    fabric_for(topo).call_times.clear()  # simulate the calls alone again
+    monkeypatch.setenv("PKBSIM_MAX_SIM_FLOWS", str(largest))  # each simulation alone fits
+    with pytest.raises(InfeasibleError, match="PKBSIM_MAX_SIM_FLOWS"):
+        simulate(inst, topo, strategy)
+
+
+def test_the_ops_of_a_task_are_bounded(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PKBSIM_MAX_TASK_OPS", "2")
+    one_line(cli("analyze", "--task", str(GRPO), "--no-predict"), f"{GRPO}: ops: ",
+             "limit of 2 ops in one task", "PKBSIM_MAX_TASK_OPS")
