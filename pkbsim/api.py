@@ -464,7 +464,7 @@ def sweep(task: str | None = None, *, collective: str | None = None,
     script, call this under ``if __name__ == "__main__":``); ``progress``: called with
     (finished, total). Every point failing is an InfeasibleError; some failing sets
     ``warning``."""
-    from pkbsim.planning.request import failures, runner_for, sweep_spec
+    from pkbsim.planning.request import default_workers, failures, runner_for, sweep_spec
     from pkbsim.planning.sweep import run_sweep
 
     items = [f"{name}={_values_text(values)}" for name, values in (vary or {}).items()]
@@ -479,7 +479,7 @@ def sweep(task: str | None = None, *, collective: str | None = None,
         from pkbsim.planning.baseline import parse_baseline
 
         base = parse_baseline(baseline, {a.name: a.values for a in spec.axes})
-    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    workers = default_workers(jobs, spec)
     stream = _path(jsonl)
     with runner_for(executor, scheduler, jobs, workers) as runner:
         result = run_sweep(spec, stream, workers, progress, fresh, runner)

@@ -46,7 +46,7 @@ class Limit:
 
 SIM_NODES = Limit("sim_nodes", 2_000_000, "PKBSIM_MAX_SIM_NODES",
                   "timed nodes (host dispatches, kernels, calls) in one simulation")
-SIM_FLOWS = Limit("sim_flows", 50_000_000, "PKBSIM_MAX_SIM_FLOWS",
+SIM_FLOWS = Limit("sim_flows", 10_000_000, "PKBSIM_MAX_SIM_FLOWS",
                   "transfers started in one simulation (custom_best: all its runs and the "
                   "calls it simulates alone)")
 SIM_CALLS = Limit("sim_calls", 10_000, "PKBSIM_MAX_SIM_CALLS",
