@@ -66,6 +66,19 @@ def load_yaml(path: Path, error: type[PkbsimError]) -> tuple[Mapping[str, Any], 
     return data, hashlib.sha256(raw).hexdigest()
 
 
+class _NoAliases(yaml.SafeDumper):
+    """Writes a value used twice in full both times: pkbsim reads no anchors or aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def yaml_text(data: Any, width: int = 10_000) -> str:
+    """``data`` as YAML that ``load_yaml`` reads back (keys in order, no anchors)."""
+    return str(yaml.dump(data, Dumper=_NoAliases, sort_keys=False, allow_unicode=True,
+                         width=width))
+
+
 # YAML 1.1 reads 1:30 as 90 and 1:30.5 as 90.5; YAML 1.2 and every reader of these files expect
 # text or an error
 _SEXAGESIMAL = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
