@@ -59,7 +59,7 @@ AXIS_VALUES = Limit("axis_values", 100_000, "PKBSIM_MAX_AXIS_VALUES",
                     "values in one sweep axis")
 INPUT_BYTES = Limit("input_bytes", 256 * 2**20, "PKBSIM_MAX_INPUT_BYTES",
                     "bytes in one data, results or log file")
-SOURCE_BYTES = Limit("source_bytes", 4 * 2**20, "PKBSIM_MAX_SOURCE_BYTES",
+SOURCE_BYTES = Limit("source_bytes", 2**20, "PKBSIM_MAX_SOURCE_BYTES",
                      "bytes in one solution file inspected")
 SOURCE_FILES = Limit("source_files", 10_000, "PKBSIM_MAX_SOURCE_FILES",
                      "solution files inspected in one command")
