@@ -81,6 +81,17 @@ def test_quoted_base_60_text_is_text(cli, tmp_path: Path) -> None:
     assert "1:30" in r.out
 
 
+
+def test_what_pkbsim_writes_as_yaml_it_reads_back(tmp_path: Path) -> None:
+    from pkbsim.errors import TopologyError
+    from pkbsim.fields import load_yaml, yaml_text
+
+    shared = {"efficiency": 0.9}  # one object used twice: safe_dump wrote &id001 / *id001
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml_text({"a": shared, "b": shared}))
+    assert "&" not in path.read_text()
+    assert load_yaml(path, TopologyError)[0] == {"a": shared, "b": shared}
+
 # ---------------------------------------------------------------- inspect
 
 _HOSTILE_SOURCES = {  # (n, device source of n parts): each cost the square of n before
