@@ -86,11 +86,14 @@ def analyze(task: str, topology: str = DEFAULT_TOPOLOGY, world_size: int | None 
     inst = instantiate(spec, world_size, preset, task_sets)
     if measured_us is not None:
         check_option(measured_us, "measured_us", "--measured-us")
+    if predict:  # refused before any work, not after the first strategy's
+        from pkbsim.sim import STRATEGIES, Strategy, check_standalone_calls, simulate
+
+        for name in STRATEGIES:
+            check_standalone_calls(inst, Strategy(name))
     bounds = roofline(inst, topo)
     predictions: dict[str, SimResult] = {}
     if predict:
-        from pkbsim.sim import STRATEGIES, Strategy, simulate
-
         program = None
         if on_demand is not None:
             from pkbsim.trace.on_demand import reference_for

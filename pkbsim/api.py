@@ -597,7 +597,7 @@ def sweep(task: PathArg | int | None = None, *, collective: str | None = None,
     script, call this under ``if __name__ == "__main__":``); ``progress``: called with
     (finished, total). Every point failing is an InfeasibleError; some failing sets
     ``warning``."""
-    from pkbsim.planning.request import failures, runner_for, sweep_spec
+    from pkbsim.planning.request import default_workers, failures, runner_for, sweep_spec
     from pkbsim.planning.sweep import run_sweep
 
     axes = _mapping(vary, "vary", _axis_values, "axis names to a str or a list of values")
@@ -614,7 +614,7 @@ def sweep(task: PathArg | int | None = None, *, collective: str | None = None,
         from pkbsim.planning.baseline import parse_baseline
 
         base = parse_baseline(_text(baseline, "baseline"), {a.name: a.values for a in spec.axes})
-    workers = int(jobs) if jobs is not None else (os.cpu_count() or 1)
+    workers = default_workers(None if jobs is None else int(jobs), spec)
     stream, restart = _opt_file(jsonl, "jsonl"), _flag(fresh, "fresh")
     _callable(progress, "progress")
     with runner_for(_text(executor, "executor"), _opt_text(scheduler, "scheduler"),
@@ -698,7 +698,7 @@ def inspect(*paths: PathArg, dtype: str = "bfloat16", world_size: int = 8,
     unreadable file is a row with ``error`` (see ``failed``); a lone one raises."""
     import re
 
-    from pkbsim.inspection import inspect_path
+    from pkbsim.inspection import inspect_paths
     from pkbsim.inspection.profile import Profile
 
     files = [_file(path, "paths") for path in paths]
@@ -723,7 +723,7 @@ def inspect(*paths: PathArg, dtype: str = "bfloat16", world_size: int = 8,
         from pkbsim.pkb.run_profile import load_run_profiles
 
         profiles = load_run_profiles(log.expanduser())
-    rows = [row for path in files for row in inspect_path(path, profile)]
+    rows = inspect_paths(files, profile)
     if profiles is not None:
         from pkbsim.inspection.reconcile import profiles_for, reconcile
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import re
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,10 +39,15 @@ class _Loader(_Base):  # type: ignore[misc]
 
 def load_yaml(path: Path, error: type[PkbsimError]) -> tuple[Mapping[str, Any], str]:
     """Parse ``path`` (a regular file of bounded size); return the top-level mapping and the
-    file's sha256. Duplicate keys, deep nesting and unreadable numbers are errors."""
+    file's sha256. Duplicate keys, anchors and aliases, base-60 numbers, deep nesting and
+    unreadable numbers are errors."""
     raw = read_bytes(path, error=error)
+    loader = _Loader(raw)
     try:
-        data = yaml.load(raw, Loader=_Loader)
+        node = loader.get_single_node()
+        if node is not None:
+            _check_nodes(node, str(path), error)
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -51,10 +58,60 @@ def load_yaml(path: Path, error: type[PkbsimError]) -> tuple[Mapping[str, Any], 
     except (ValueError, OverflowError) as exc:  # e.g. an integer of 5,000 digits
         raise error(f"not valid YAML: {' '.join(str(exc).split())[:200]}",
                     file=str(path)) from None
+    finally:
+        loader.dispose()
     if not isinstance(data, Mapping):
         raise error("expected a mapping at the top level", file=str(path))
     check_nesting(data, file=str(path), error=error)
     return data, hashlib.sha256(raw).hexdigest()
+
+
+class _NoAliases(yaml.SafeDumper):
+    """Writes a value used twice in full both times: pkbsim reads no anchors or aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def yaml_text(data: Any, width: int = 10_000) -> str:
+    """``data`` as YAML that ``load_yaml`` reads back (keys in order, no anchors)."""
+    return str(yaml.dump(data, Dumper=_NoAliases, sort_keys=False, allow_unicode=True,
+                         width=width))
+
+
+# YAML 1.1 reads 1:30 as 90 and 1:30.5 as 90.5; YAML 1.2 and every reader of these files expect
+# text or an error
+_SEXAGESIMAL = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+def _check_nodes(root: yaml.Node, file: str, error: type[PkbsimError]) -> None:
+    """Walk the parsed nodes once, before any value is built. An anchor reused by an alias
+    (``*name``) is refused: nine levels of nine aliases expand to 387 million values, and
+    pkbsim's files never need one. A plain scalar in base-60 notation is refused with its
+    field. Without aliases the nodes form a tree, so the walk is linear in the file."""
+    seen: set[int] = set()
+    queue: deque[tuple[yaml.Node, str]] = deque([(root, "")])  # breadth first: the first
+    while queue:                                                # alias found is the shallowest
+        node, where = queue.popleft()
+        if id(node) in seen:
+            raise error(f"an alias of the anchor at line {node.start_mark.line + 1}: YAML "
+                        "anchors and aliases (&name, *name, <<: *name) are not accepted in "
+                        "pkbsim's files; write the value out", file=file, field=where or None)
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag in _NUMBER_TAGS and not node.style \
+                    and _SEXAGESIMAL.fullmatch(node.value):
+                raise error(f"{node.value[:40]} is YAML 1.1's base-60 notation, not accepted: "
+                            "write the number, or quote it if it is text", file=file,
+                            field=where or f"line {node.start_mark.line + 1}")
+        elif isinstance(node, yaml.SequenceNode):
+            queue.extend((item, f"{where}[{i}]") for i, item in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                queue.append((key, where))
+                queue.append((value, f"{where}.{name}" if where else str(name)))
 
 
 @dataclass

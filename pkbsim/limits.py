@@ -46,17 +46,27 @@ class Limit:
 
 SIM_NODES = Limit("sim_nodes", 2_000_000, "PKBSIM_MAX_SIM_NODES",
                   "timed nodes (host dispatches, kernels, calls) in one simulation")
-SIM_FLOWS = Limit("sim_flows", 50_000_000, "PKBSIM_MAX_SIM_FLOWS",
-                  "transfers started in one simulation")
+SIM_FLOWS = Limit("sim_flows", 10_000_000, "PKBSIM_MAX_SIM_FLOWS",
+                  "transfers started in one simulation (custom_best: all its runs and the "
+                  "calls it simulates alone)")
+SIM_CALLS = Limit("sim_calls", 10_000, "PKBSIM_MAX_SIM_CALLS",
+                  "collective calls custom_best simulates alone to choose each op's algorithm "
+                  "(comm ops x roots x 4 candidates, per piece count tried)")
+TASK_OPS = Limit("task_ops", 10_000, "PKBSIM_MAX_TASK_OPS",
+                 "ops in one task (each is bounded, simulated and shown in every command)")
 SWEEP_POINTS = Limit("sweep_points", 100_000, "PKBSIM_MAX_SWEEP_POINTS", "points in one sweep")
 AXIS_VALUES = Limit("axis_values", 100_000, "PKBSIM_MAX_AXIS_VALUES",
                     "values in one sweep axis")
 INPUT_BYTES = Limit("input_bytes", 256 * 2**20, "PKBSIM_MAX_INPUT_BYTES",
                     "bytes in one data, results or log file")
-SOURCE_BYTES = Limit("source_bytes", 4 * 2**20, "PKBSIM_MAX_SOURCE_BYTES",
+SOURCE_BYTES = Limit("source_bytes", 2**20, "PKBSIM_MAX_SOURCE_BYTES",
                      "bytes in one solution file inspected")
-SOURCE_FILES = Limit("source_files", 100_000, "PKBSIM_MAX_SOURCE_FILES",
+SOURCE_FILES = Limit("source_files", 10_000, "PKBSIM_MAX_SOURCE_FILES",
                      "solution files inspected in one command")
+SOURCE_TOTAL_BYTES = Limit("source_total_bytes", 8 * 2**20, "PKBSIM_MAX_SOURCE_TOTAL_BYTES",
+                           "bytes of solution files inspected in one command")
+WALK_ENTRIES = Limit("walk_entries", 100_000, "PKBSIM_MAX_WALK_ENTRIES",
+                     "files and folders looked at under the folders inspected in one command")
 NESTING = Limit("nesting", 100, "PKBSIM_MAX_NESTING",
                 "levels of nesting in a JSON or YAML file")
 RANK_FILE_BYTES = Limit("rank_file_bytes", 2**20, "PKBSIM_MAX_RANK_FILE_BYTES",
@@ -68,5 +78,6 @@ TRACE_LOG_BYTES = Limit("trace_log_bytes", 4 * 2**20, "PKBSIM_MAX_TRACE_LOG_BYTE
                         "bytes of a tracing job's output kept in its log (the first ones and "
                         "the last 64 KiB)")
 
-LIMITS = (SIM_NODES, SIM_FLOWS, SWEEP_POINTS, AXIS_VALUES, INPUT_BYTES, SOURCE_BYTES,
-          SOURCE_FILES, NESTING, RANK_FILE_BYTES, CPU_RANKS, TRACE_LOG_BYTES)
+LIMITS = (SIM_NODES, SIM_FLOWS, SIM_CALLS, TASK_OPS, SWEEP_POINTS, AXIS_VALUES, INPUT_BYTES,
+          SOURCE_BYTES, SOURCE_FILES, SOURCE_TOTAL_BYTES, WALK_ENTRIES, NESTING, RANK_FILE_BYTES,
+          CPU_RANKS, TRACE_LOG_BYTES)

@@ -6,7 +6,6 @@ renderers and matplotlib load inside the command.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from enum import Enum
@@ -115,7 +114,13 @@ def sweep(
     from pkbsim.cli.progress import sweep_progress
     from pkbsim.cli.signals import sigterm_as_interrupt
     from pkbsim.planning.evaluate import columns
-    from pkbsim.planning.request import failures, not_applicable_note, runner_for, sweep_spec
+    from pkbsim.planning.request import (
+        default_workers,
+        failures,
+        not_applicable_note,
+        runner_for,
+        sweep_spec,
+    )
     from pkbsim.planning.sweep import run_sweep
     from pkbsim.report import sweep_plot
 
@@ -124,7 +129,7 @@ def sweep(
     spec = sweep_spec(task, collective, topology, preset, host_model, vary or [], sizes,
                       world_size, set_ or [], metric or [])
     target = spec.target
-    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    workers = default_workers(jobs, spec)
     plot_fmt = image_format(plot, "--plot") if plot is not None else ""
     cols = columns(spec.metrics, target)
     if baseline is not None:

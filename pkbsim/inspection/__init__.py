@@ -6,7 +6,9 @@ from pkbsim.inspection.solution import (
     Inspection,
     inspect_file,
     inspect_path,
+    inspect_paths,
     inspect_source,
 )
 
-__all__ = ["InspectError", "Inspection", "inspect_file", "inspect_path", "inspect_source"]
+__all__ = ["InspectError", "Inspection", "inspect_file", "inspect_path", "inspect_paths",
+           "inspect_source"]

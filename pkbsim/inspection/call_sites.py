@@ -19,7 +19,8 @@ import ast
 import re
 from dataclasses import dataclass
 
-from pkbsim.inspection.device_source import DeviceSource, c_enclosing
+from pkbsim.inspection.c_index import NAME_CALL
+from pkbsim.inspection.device_source import DeviceSource
 from pkbsim.inspection.patterns import (
     C_COPY_ENGINE,
     C_PEER_COPY,
@@ -36,6 +37,7 @@ from pkbsim.inspection.patterns import (
     WORLD_NAME,
 )
 from pkbsim.inspection.python_model import (
+    PATHS,
     Function,
     Path,
     PythonModel,
@@ -86,12 +88,14 @@ def call_sites(py: PythonModel, sources: list[DeviceSource]) -> list[CallSite]:
                 add(node.lineno, call, kind, region.path)
         elif isinstance(node, ast.Assign) and _slice_copy(peers, node, region.function):
             add(node.lineno, "slice assignment", "copy_engine", region.path)
+    c_paths: _CPaths | None = None
     for src in sources:
         for m in C_COPY_ENGINE.finditer(src.code):
-            if m.group(1) and not C_PEER_COPY.search(_c_args(src.code, m.end())):
+            if m.group(1) and not _peer_args(src, m.end()):
                 continue  # cudaMemcpyAsync in C on pointers not named peer/remote
             call = re.sub(r"\s*\($", "", m.group(0))
-            add(src.line(m.start()), call, "copy_engine", _c_path(py, sources, src, m.start()))
+            c_paths = c_paths or _CPaths(py, sources)
+            add(src.line(m.start()), call, "copy_engine", c_paths.path(src.enclosing(m.start())))
     return sorted(found.values(), key=lambda s: (s.line, s.kind))
 
 
@@ -164,39 +168,49 @@ def _literal(arg: ast.AST | None, fn: Function | None) -> bool:
             and isinstance(arg.args[0], ast.List | ast.Tuple | ast.Constant))
 
 
-def _c_args(code: str, start: int) -> str:
-    depth, k = 1, start
-    while k < len(code) and depth:
-        depth += (code[k] == "(") - (code[k] == ")")
-        k += 1
-    return code[start:k]
+def _peer_args(src: DeviceSource, start: int) -> bool:
+    """Do the arguments of the call whose "(" ends at ``start`` name a peer or remote?"""
+    end = src.code_index.close(start - 1) + 1  # after its ")", or the end of the source
+    at = src.code_index.next(C_PEER_COPY.pattern, start)
+    match = C_PEER_COPY.match(src.code, at) if at >= 0 else None
+    return match is not None and match.end() <= end
 
 
-def _c_path(py: PythonModel, sources: list[DeviceSource], src: DeviceSource, pos: int) -> Path:
-    """The path of a C++ function: that of the Python calls of its binding (or of the bound
-    C++ functions that call it); setup-named functions (init_..., open_handles) run once."""
-    cname = c_enclosing(src, pos)
-    if not cname:
-        return Path("unknown", "C++ outside a function")
-    names = {cname}
-    for s in sources:  # C++ callers of this function, one level up
-        for m in re.finditer(rf"\b{re.escape(cname)}\s*\(", s.code):
-            caller = c_enclosing(s, m.start())
-            if caller and caller != cname:
-                names.add(caller)
-    bound = set(names)
-    for s in sources:
-        for m in re.finditer(r'\.def\(\s*"(\w+)"\s*,\s*&?\s*(\w+)', s.code + s.shape):
-            if m.group(2) in names:
-                bound.add(m.group(1))
-    best: Path | None = None
-    for node, region in py.nodes():
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in bound and (best is None or region.path.better(best)):
-            best = region.path
-    if best is not None:
-        return best
-    return Path("unknown", f"C++ function {cname}() is not called from Python in this file")
+class _CPaths:
+    """The path of each C++ function: that of the Python calls of its binding (or of the bound
+    C++ functions that call it); setup-named functions (init_..., open_handles) run once.
+    Callers, bindings and the best path of each Python method name are found once per file."""
+
+    def __init__(self, py: PythonModel, sources: list[DeviceSource]) -> None:
+        self.callers: dict[str, set[str]] = {}  # C++ function -> the C++ functions calling it
+        for s in sources:
+            for m in NAME_CALL.finditer(s.code):
+                self.callers.setdefault(m.group(1), set()).add(s.enclosing(m.start()))
+        self.bindings: dict[str, set[str]] = {}  # C++ function -> its Python names (.def)
+        for s in sources:
+            for m in re.finditer(r'\.def\(\s*"(\w+)"\s*,\s*&?\s*(\w+)', s.code + s.shape):
+                self.bindings.setdefault(m.group(2), set()).add(m.group(1))
+        self.calls: dict[str, tuple[int, int, Path]] = {}  # method -> (rank, first, best path)
+        for order, (node, region) in enumerate(py.nodes()):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                best = self.calls.get(node.func.attr)
+                if best is None or region.path.better(best[2]):
+                    self.calls[node.func.attr] = (_rank(region.path), order, region.path)
+
+    def path(self, cname: str) -> Path:
+        if not cname:
+            return Path("unknown", "C++ outside a function")
+        names = {cname} | {c for c in self.callers.get(cname, ()) if c}  # one level up
+        bound = names.union(*(self.bindings.get(n, set()) for n in names))
+        found = [self.calls[name] for name in bound if name in self.calls]
+        if found:
+            return min(found, key=lambda f: (f[0], f[1]))[2]
+        return Path("unknown", f"C++ function {cname}() is not called from Python in this file")
+
+
+def _rank(path: Path) -> int:
+    """``a.better(b)`` when a's rank is lower."""
+    return PATHS.index(path.label)
 
 
 NONE, TABLE, PEER = 0, 1, 2  # what a value holds: nothing of a peer's, pointers, a peer

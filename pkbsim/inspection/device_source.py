@@ -4,15 +4,25 @@ its comments and C strings, reading its mechanisms, kernels and launches; and th
 from __future__ import annotations
 
 import ast
+import bisect
 import math
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
+from pkbsim.inspection.c_index import (
+    NAME_CALL,
+    TextIndex,
+    bracket_pairs,
+    definitions,
+    function_map,
+    launches,
+    tk_heads,
+)
 from pkbsim.inspection.evidence import EvidenceLog
 from pkbsim.inspection.patterns import (
     C_COMPUTE,
     C_MECHANISMS,
-    C_NOT_FUNCTIONS,
     C_PEER_MARKER,
     C_SETUP_FUNCTION,
     C_SMALL_TYPES,
@@ -30,7 +40,9 @@ from pkbsim.inspection.python_model import PythonModel, last_name
 @dataclass
 class DeviceSource:
     """A device-source string: ``code`` has comments and non-asm C strings blanked, ``shape``
-    every string too (for bracket matching); positions map to file lines."""
+    every string too (for bracket matching); positions map to file lines. Lines, brackets,
+    definitions and enclosing functions come from tables built once (``c_index``), so reading
+    a file stays linear in its size."""
 
     code: str
     shape: str
@@ -39,9 +51,51 @@ class DeviceSource:
     exact: bool
     peer_lines: list[int] = field(default_factory=list)
 
+    @cached_property
+    def code_index(self) -> TextIndex:
+        return TextIndex(self.code)
+
+    @cached_property
+    def shape_index(self) -> TextIndex:
+        return TextIndex(self.shape)
+
+    @cached_property
+    def _functions(self) -> tuple[list[int], list[str]]:
+        return function_map(self.shape_index)
+
+    @cached_property
+    def definitions(self) -> dict[str, list[str]]:
+        return definitions(self.code_index)
+
     def line(self, pos: int) -> int:
-        k = self.code.count("\n", 0, pos)
+        k = self.code_index.count("\n", pos)  # newlines before pos
         return self.first_line + k if self.exact else min(self.first_line + k, self.last_line)
+
+    def close(self, at: int) -> int:
+        """Index in ``shape`` of the bracket closing the one at ``at`` (or the end)."""
+        return self.shape_index.close(at)
+
+    def enclosing(self, pos: int) -> str:
+        """The name of the C++ function whose body holds ``pos`` ("" at top level)."""
+        starts, names = self._functions
+        k = bisect.bisect_right(starts, pos) - 1
+        return names[k] if k >= 0 else ""
+
+
+_C_BODY_OPEN = re.compile(r"\s*(?:const\s*)?\{")
+_OPEN_BRACE = re.compile(r"\s*\{")
+_FOR = re.compile(r"\bfor\s*\(")
+_INDEX = re.compile(r"\s*\[([^\]]*)\]")
+_ASSIGN = re.compile(r"\s*=[^=]")
+_NAME_INDEX = re.compile(r"\b(\w+)\s*\[")
+_NEXT_INDEX = re.compile(r"\s*\[")
+_DEREF = re.compile(r"\*\s*\(?\s*(\w+)\b")
+# a cast to a vector type, reinterpret_cast<int4*>(p) or (float4*) p; a template argument of
+# more than 200 characters is not one
+_VECTOR_CAST = re.compile(r"(?=reinterpret_cast\s*<[^>]{0,200}?\d\s*\*\s*>\s*\(\s*(\w+)\b"
+                          r"|\(\s*\w+\d\s*\*\s*\)\s*(\w+)\b)")
+MAX_LOOP_NESTING = 8
+MAX_INDEX_CHARS = 1000  # an index longer than this is not read
 
 
 def device_sources(py: PythonModel) -> list[DeviceSource]:
@@ -78,6 +132,8 @@ def device_sources(py: PythonModel) -> list[DeviceSource]:
     return sources
 
 
+_C_SPECIAL = re.compile(r"//|/\*|[\"']")
+_C_STRING = {q: re.compile(rf"(?:[^{q}\\\n]|\\[\s\S])*") for q in "\"'"}
 ASM_START = re.compile(r"\basm\s*(?:volatile\s*|__volatile__\s*)?\(")
 
 
@@ -90,7 +146,8 @@ def _strip_c(text: str) -> tuple[str, str]:
     def blank(chars: list[str], a: int, b: int) -> None:
         chars[a:b] = [c if c == "\n" else " " for c in chars[a:b]]
 
-    while i < n:
+    while (found := _C_SPECIAL.search(text, i)) is not None:
+        i = found.start()
         if text.startswith("//", i):
             j = text.find("\n", i)
             j = n if j < 0 else j
@@ -99,50 +156,44 @@ def _strip_c(text: str) -> tuple[str, str]:
             j = text.find("*/", i + 2)
             j = n if j < 0 else j + 2
             blank(code, i, j)
-        elif text[i] in "\"'":
-            j = i + 1
-            while j < n and text[j] not in (text[i], "\n"):
-                j += 2 if text[j] == "\\" else 1
-            j = min(j + 1, n)
+        else:  # a C string or character: to its closing quote or the end of the line
+            body = _C_STRING[text[i]].match(text, i + 1)
+            j = min(body.end() + 1, n) if body is not None else n
             strings.append((i, j))
-        else:
-            j = i + 1
         i = j
     shape = list(code)
     for a, b in strings:
         blank(shape, a + 1, b - 1)
     shape_text = "".join(shape)
-    asm = [(m.start(), _close(shape_text, m.end() - 1)) for m in ASM_START.finditer(shape_text)]
+    parens = bracket_pairs(shape_text, "(")
+    starts: list[int] = []  # asm(...) spans, merged where they overlap
+    ends: list[int] = []
+    for m in ASM_START.finditer(shape_text):
+        start, end = m.start(), parens.get(m.end() - 1, n - 1)
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
     for a, b in strings:
-        if not any(s <= a <= e for s, e in asm):
+        k = bisect.bisect_right(starts, a) - 1
+        if k < 0 or a > ends[k]:
             blank(code, a, b)
     return "".join(code), shape_text
-
-
-def _close(text: str, at: int) -> int:
-    """Index of the bracket closing the one at ``at`` (or the end)."""
-    opener = text[at]
-    closer = {"(": ")", "{": "}", "[": "]", "<": ">"}[opener]
-    depth = 0
-    for k in range(at, len(text)):
-        depth += (text[k] == opener) - (text[k] == closer)
-        if depth == 0:
-            return k
-    return len(text) - 1
 
 
 def c_patterns(src: DeviceSource, ev: EvidenceLog) -> None:
     src.peer_lines.extend(src.line(m.start()) for m in C_PEER_MARKER.finditer(src.code))
     for name, pattern in C_MECHANISMS.items():
         for m in re.finditer(pattern, src.code):
-            if name == "host_sync" and C_SETUP_FUNCTION.search(c_enclosing(src, m.start())):
+            if name == "host_sync" and C_SETUP_FUNCTION.search(src.enclosing(m.start())):
                 continue  # a sync in one-time setup code (init_..., open_handles...)
             ev.add(name, src.line(m.start()))
-    for m in re.finditer(r"<<<([^;]*?)>>>", src.code):
-        sizes = [_c_literal(src, part.strip()) for part in _top_split(m.group(1))[:2]]
+    for at, config in launches(src.code_index):
+        sizes = [_c_literal(src, part.strip()) for part in _top_split(config)[:2]]
         blocks = sizes[0]
         if blocks is not None and blocks < MAX_CAPPED_GRID_BLOCKS and sizes[:2] != [1, 1]:
-            ev.add("grid_capped", src.line(m.start()))
+            ev.add("grid_capped", src.line(at))
 
 
 def _top_split(text: str) -> list[str]:
@@ -165,25 +216,10 @@ def _c_literal(src: DeviceSource, expr: str, depth: int = 0) -> int | None:
         return math.prod(s for s in sizes if s is not None) if None not in sizes else None
     name = re.fullmatch(r"(?:\w+::)*(\w+)", expr)
     if name and depth < 3:
-        word = re.escape(name.group(1))
-        found = re.findall(rf"#define\s+{word}\s+(\S+)|\b{word}\s*(?:\{{|=(?!=))\s*([^;}}]+)",
-                           src.code)
-        values = [a or b for a, b in found]
+        values = src.definitions.get(name.group(1), [])
         if len(values) == 1:
             return _c_literal(src, values[0].strip(), depth + 1)
     return None
-
-
-def c_enclosing(src: DeviceSource, pos: int) -> str:
-    """The name of the C++ function whose body holds ``pos`` ("" at top level)."""
-    best, best_start = "", -1
-    for m in re.finditer(r"\b(\w+)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?\{", src.shape):
-        if m.group(1) in C_NOT_FUNCTIONS:
-            continue
-        open_at = m.end() - 1
-        if open_at < pos <= _close(src.shape, open_at) and open_at > best_start:
-            best, best_start = m.group(1), open_at
-    return best
 
 
 @dataclass(frozen=True)
@@ -199,28 +235,39 @@ class CKernel:
 
 
 def c_kernels(src: DeviceSource) -> list[CKernel]:
-    kernels = []
+    """Every kernel defined in ``src``, in order. A head inside the kernel before it (its
+    parameters or body) is skipped: C++ has no nested functions, and skipping keeps the
+    bodies disjoint, so reading them stays linear in the source."""
+    kernels: list[CKernel] = []
     heads = [(m.end(), False) for m in re.finditer(r"\b__global__\b", src.shape)]
-    heads += [(m.start(1), True) for m in re.finditer(
-        r"__device__[^;{}]*?\b(\w+)\s*\(\s*const\s+(?:\w+::)*globals\s*&", src.shape)]
-    for head, tk in heads:
-        name_m = next((m for m in re.finditer(r"\b(\w+)\s*\(", src.shape[head:])
-                       if m.group(1) not in ("__launch_bounds__", "__align__")), None)
-        if name_m is None:
+    heads += [(at, True) for at in tk_heads(src.shape_index)]
+    if not heads:
+        return kernels
+    calls = [m for m in NAME_CALL.finditer(src.shape)
+             if m.group(1) not in ("__launch_bounds__", "__align__")]
+    call_starts = [m.start() for m in calls]
+    covered = -1  # the end of the last kernel's body
+    for head, tk in sorted(heads):
+        if head <= covered:
             continue
-        open_at = head + name_m.end() - 1
-        close_at = _close(src.shape, open_at)
-        brace = re.match(r"\s*(?:const\s*)?\{", src.shape[close_at + 1:])
+        k = bisect.bisect_left(call_starts, head)
+        if k == len(calls):
+            continue
+        name_m = calls[k]
+        open_at = name_m.end() - 1
+        close_at = src.close(open_at)
+        brace = _C_BODY_OPEN.match(src.shape, close_at + 1)
         if brace is None:
             continue  # a declaration
-        brace_at = close_at + brace.end()  # the "{" opening the body
+        brace_at = brace.end() - 1  # the "{" opening the body
         params = []
         for part in _top_split(src.shape[open_at + 1:close_at]):
             words = re.findall(r"[\w:]+|\*", part.split("=")[0])
             if len(words) >= 2 and words[-1] != "*":
                 params.append((" ".join(words[:-1]), words[-1]))
-        kernels.append(CKernel(src, name_m.group(1), head + name_m.start(1), tuple(params),
-                               (brace_at + 1, _close(src.shape, brace_at)), tk))
+        covered = src.close(brace_at)
+        kernels.append(CKernel(src, name_m.group(1), name_m.start(1), tuple(params),
+                               (brace_at + 1, covered), tk))
     return kernels
 
 
@@ -231,8 +278,7 @@ def c_kernel_flags(k: CKernel, ev: EvidenceLog) -> None:
     src, (a, b) = k.src, k.body
     body = src.code[a:b]
     peers = {name for typ, name in k.params if PEER_NAME.search(name) or typ.count("*") >= 2}
-    direct = [m.start() for p in peers
-              for m in re.finditer(rf"\b{p}\s*\[|\*\s*\(?\s*{p}\b", body)]
+    direct = _peer_refs(body, peers) if peers else []
     for pos in direct:
         ev.add("sm_peer_ldst", src.line(a + pos))
     access = sorted(direct + [m.start() for m in C_PEER_MARKER.finditer(body)])
@@ -246,43 +292,83 @@ def c_kernel_flags(k: CKernel, ev: EvidenceLog) -> None:
 
 
 def _c_one_shot(k: CKernel, peers: set[str], ev: EvidenceLog) -> None:
+    """A loop over the world's ranks reading a peer's buffer whole, unsliced. Loops nested
+    more than MAX_LOOP_NESTING deep are not read (no kernel nests so many; an unclosed ``for
+    (`` repeated would otherwise cost the square of its count)."""
     src, (a, b) = k.src, k.body
-    for loop in re.finditer(r"\bfor\s*\(", src.shape[a:b]):
-        open_at = a + loop.end() - 1
-        close_at = _close(src.shape, open_at)
+    enclosing: list[int] = []  # where the loops around this one end
+    for loop in _FOR.finditer(src.shape, a, b):
+        open_at = loop.end() - 1
+        close_at = src.close(open_at)
+        brace = _OPEN_BRACE.match(src.shape, close_at + 1)
+        semicolon = src.shape_index.next(";", close_at + 1)
+        end = (src.close(brace.end() - 1) if brace
+               else close_at if semicolon < 0 else semicolon)
+        while enclosing and enclosing[-1] < open_at:
+            enclosing.pop()
+        enclosing.append(end)
+        if len(enclosing) > MAX_LOOP_NESTING:
+            continue
         header = src.code[open_at + 1:close_at].split(";")
         var = re.search(r"(\w+)\s*=", header[0])
         if var is None or len(header) < 2 or not WORLD_NAME.search(header[1]):
             continue
-        rest = src.shape[close_at + 1:]
-        brace = re.match(r"\s*\{", rest)
-        end = (_close(src.shape, close_at + brace.end()) if brace
-               else close_at + 1 + rest.find(";"))
         inner = src.code[close_at + 1:end]
+        if SLICE_NAME.search(inner):
+            continue
         for m in re.finditer(rf"(\bG\.)?\b(\w+)\s*\[\s*{var.group(1)}\s*\]", inner):
-            after = inner[m.end():]
-            index = re.match(r"\s*\[([^\]]*)\]", after)
-            tail = after[index.end():] if index else after
-            written = re.match(r"\s*=[^=]", tail) is not None
-            if (m.group(1) or m.group(2) in peers) and not written \
-                    and not SLICE_NAME.search(inner):
+            index = _INDEX.match(inner, m.end())
+            written = _ASSIGN.match(inner, index.end() if index else m.end()) is not None
+            if (m.group(1) or m.group(2) in peers) and not written:
                 ev.add("one_shot", src.line(open_at))
                 ev.add("one_shot", src.line(close_at + 1 + m.start()))
 
 
 def _c_uncoalesced(k: CKernel, peers: set[str], ev: EvidenceLog) -> None:
+    """Byte-wide or strided reads of a peer's buffer: ``P[i]`` with P a small type not cast to
+    a vector type, or an index that strides by the thread."""
+    if not peers:
+        return
     src, (a, b) = k.src, k.body
     body = src.code[a:b]
+    brackets = TextIndex(body)
     types = dict((name, typ) for typ, name in k.params)
-    for p in sorted(peers):
+    vector = {m.group(1) or m.group(2) for m in _VECTOR_CAST.finditer(body)}
+    small = {}
+    for p in peers:
         element = re.sub(r"\b(?:const|volatile|__restrict__|__restrict)\b|\*", " ", types[p])
-        small = " ".join(element.split()) in C_SMALL_TYPES
-        vector = re.search(rf"reinterpret_cast\s*<[^>]*\d\s*\*\s*>\s*\(\s*{p}\b"
-                           rf"|\(\s*\w+\d\s*\*\s*\)\s*{p}\b", body)
-        for m in re.finditer(rf"\b{p}\s*\[([^\]]*)\](?:\s*\[([^\]]*)\])?", body):
-            index = m.group(2) or m.group(1)
-            if (small and not vector) or C_STRIDED.search(index):
-                ev.add("uncoalesced_peer", src.line(a + m.start()))
+        small[p] = " ".join(element.split()) in C_SMALL_TYPES and p not in vector
+    # \bP\s*\[([^\]]*)\](?:\s*\[([^\]]*)\])? for every peer P in one pass
+    resume = dict.fromkeys(peers, 0)
+    for m in _NAME_INDEX.finditer(body):
+        p = m.group(1)
+        if p not in peers or m.start() < resume[p]:
+            continue
+        close = brackets.next(r"\]", m.end())
+        if close < 0 or close - m.end() > MAX_INDEX_CHARS:
+            continue
+        index, end = body[m.end():close], close + 1
+        second = _NEXT_INDEX.match(body, end)
+        if second is not None:
+            close = brackets.next(r"\]", second.end())
+            if close >= 0 and close - second.end() <= MAX_INDEX_CHARS:
+                index, end = body[second.end():close] or index, close + 1
+        resume[p] = end
+        if small[p] or C_STRIDED.search(index):
+            ev.add("uncoalesced_peer", src.line(a + m.start()))
+
+
+def _peer_refs(body: str, peers: set[str]) -> list[int]:
+    r"""Where ``\bP\s*\[|\*\s*\(?\s*P\b`` matches for each peer P, as ``re.finditer`` finds
+    them, for all peers in one pass: a match of P hides P's matches inside it."""
+    refs = [(m.start(), m.end(), m.group(1)) for pattern in (_NAME_INDEX, _DEREF)
+            for m in pattern.finditer(body) if m.group(1) in peers]
+    found, resume = [], dict.fromkeys(peers, 0)
+    for start, end, name in sorted(refs):
+        if start >= resume[name]:
+            found.append(start)
+            resume[name] = end
+    return found
 
 
 def count_kernels(py: PythonModel, sources: list[DeviceSource], kernels: list[CKernel],
@@ -294,8 +380,12 @@ def count_kernels(py: PythonModel, sources: list[DeviceSource], kernels: list[CK
         if not k.tk:  # ThunderKittens kernels are counted at their launch_kernel<...>
             names.setdefault(k.name, k.src.line(k.at))
     for src in sources:
+        covered = -1  # a launch_kernel<...> inside another's arguments is not read again
         for m in re.finditer(r"\blaunch_kernel\s*<", src.shape):
-            args = _top_split(src.shape[m.end():_close(src.shape, m.end() - 1)])
+            if m.start() <= covered:
+                continue
+            covered = src.close(m.end() - 1)
+            args = _top_split(src.shape[m.end():covered])
             kernel = re.sub(r"<.*", "", "".join(args[-1].split()))  # kernel<0, 1> is kernel
             names.setdefault(kernel, src.line(m.start()))
     called = {last_name(n.func) for fn in py.jit for n in ast.walk(fn) if isinstance(n, ast.Call)}

@@ -13,8 +13,10 @@ mechanism and every True flag carries (line, snippet) evidence.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +36,7 @@ from pkbsim.inspection.profile import PKB_PROFILE, Profile
 from pkbsim.inspection.python_calls import python_calls, python_peers, triton_kernels
 from pkbsim.inspection.python_model import PythonModel
 from pkbsim.inspection.vocab import FLAGS, MECHANISMS
-from pkbsim.limits import SOURCE_BYTES, SOURCE_FILES
+from pkbsim.limits import SOURCE_BYTES, SOURCE_FILES, SOURCE_TOTAL_BYTES, WALK_ENTRIES
 
 Evidence = Mapping[str, tuple[tuple[int, str], ...]]
 
@@ -72,27 +74,80 @@ class Inspection:
 
 
 def inspect_path(path: Path, profile: Profile = PKB_PROFILE) -> list[Inspection]:
-    """A file, or every ``*.py`` under a folder (sorted); a folder's unreadable or unparsable
-    file becomes a row with ``error`` set, a lone file's raises InspectError."""
-    path = path.expanduser()
-    if path_kind(path, error=InspectError) == "folder":
-        files = []
-        for p in path.rglob("*.py"):
-            if p.is_file():
-                files.append(p)
-                SOURCE_FILES.check(len(files), "*.py files in this folder", InspectError,
-                                   str(path))
-        files.sort()
-        if not files:
-            raise InspectError("no *.py files in this folder", file=str(path))
-        rows = []
-        for file in files:
+    """A file, or every ``*.py`` under a folder: ``inspect_paths`` of one path."""
+    return inspect_paths([path], profile)
+
+
+def inspect_paths(paths: Sequence[Path], profile: Profile = PKB_PROFILE) -> list[Inspection]:
+    """Files, and every ``*.py`` under folders (sorted); a folder's unreadable or unparsable
+    file becomes a row with ``error`` set, a lone file's raises InspectError. Every path is
+    found before any is inspected, so the bounds on entries walked, files and their bytes
+    (``limits``: WALK_ENTRIES, SOURCE_FILES, SOURCE_TOTAL_BYTES) refuse a command up front."""
+    walk = _Walk()
+    found: list[tuple[Path, bool]] = []  # (file, found in a folder)
+    for path in paths:
+        path = path.expanduser()
+        if path_kind(path, error=InspectError) == "folder":
+            files = sorted(walk.folder(path))
+            if not files:
+                raise InspectError("no *.py files in this folder", file=str(path))
+            found += [(file, True) for file in files]
+        else:
+            walk.add(path, str(path))
+            found.append((path, False))
+    rows = []
+    for file, in_folder in found:
+        try:
+            rows.append(inspect_file(file, profile))
+        except InspectError as exc:
+            if not in_folder:
+                raise
+            rows.append(Inspection(file=str(file), error=exc.one_line()))
+    return rows
+
+
+class _Walk:
+    """The files found for one command, their bytes and the entries looked at, each bounded."""
+
+    def __init__(self) -> None:
+        self.files = 0
+        self.bytes = 0
+        self.entries = 0
+
+    def add(self, file: Path, named: str) -> None:
+        """Count a file (an unreadable one as empty: reading it is the error)."""
+        self.files += 1
+        SOURCE_FILES.check(self.files, "solution files", InspectError, named)
+        with contextlib.suppress(OSError):
+            self.bytes += file.stat().st_size
+        SOURCE_TOTAL_BYTES.check(self.bytes, "bytes of solution files", InspectError, named)
+
+    def folder(self, root: Path) -> list[Path]:
+        """Every ``*.py`` file under ``root``; links to folders are not followed and folders
+        that cannot be listed are passed over (as ``Path.rglob`` does)."""
+        files, stack = [], [root]
+        while stack:
             try:
-                rows.append(inspect_file(file, profile))
-            except InspectError as exc:
-                rows.append(Inspection(file=str(file), error=exc.one_line()))
-        return rows
-    return [inspect_file(path, profile)]
+                entries = list(os.scandir(stack.pop()))
+            except OSError:
+                continue
+            for entry in entries:
+                self.entries += 1
+                WALK_ENTRIES.check(self.entries, "files and folders looked at", InspectError,
+                                   str(root))
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.name.endswith(".py") and _is_file(entry):
+                    files.append(Path(entry.path))
+                    self.add(files[-1], str(root))
+        return files
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
 
 
 def inspect_file(path: Path, profile: Profile = PKB_PROFILE) -> Inspection:

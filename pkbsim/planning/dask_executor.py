@@ -16,6 +16,8 @@ import asyncio
 import concurrent.futures
 import logging
 import signal
+import socket
+import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -152,19 +154,21 @@ def quiet_client_logs() -> Iterator[None]:
 
 
 def reach(scheduler: str, timeout_s: float) -> distributed.Client:
-    """A client of the scheduler at ``scheduler`` that has at least one worker."""
+    """A client of the scheduler at ``scheduler`` that has at least one worker. What answers
+    there is asked who it is first, within ``timeout_s`` (``probe``): distributed's own
+    Client waits without end on a listener that never answers."""
     where = f"--scheduler {scheduler}"
     try:
-        get_address_host_port(scheduler)
+        host, port = get_address_host_port(scheduler)
     except ValueError as exc:  # checked first: a Client of a bad address hangs at exit
         raise UsageError(f"{where}: not a Dask scheduler address ({exc}); expected "
                          "tcp://HOST:PORT") from None
+    probe(scheduler, host, port, timeout_s)
     try:
         client = distributed.Client(scheduler, timeout=timeout_s, set_as_default=False)
-    except (OSError, ValueError) as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
+    except (OSError, ValueError, TypeError) as exc:
         raise ClusterError(f"{where}: cannot reach the Dask scheduler within {timeout_s:g} s "
-                           f"({reason})") from None
+                           f"({_reason(exc)})") from None
     try:
         client.wait_for_workers(1, timeout=timeout_s)
         check_workers(client, where)
@@ -176,6 +180,60 @@ def reach(scheduler: str, timeout_s: float) -> distributed.Client:
         client.close()
         raise
     return client
+
+
+def probe(scheduler: str, host: str, port: int, timeout_s: float) -> None:
+    """ClusterError unless a Dask scheduler at ``scheduler`` says who it is within
+    ``timeout_s``: a closed port, a silent listener, an HTTP server, a Dask worker, a tls://
+    address without Dask's TLS settings each end in one line naming the address."""
+    where = f"--scheduler {scheduler}"
+    unreachable = f"{where}: cannot reach the Dask scheduler within {timeout_s:g} s"
+    try:  # the host and port first, so a closed port is told apart from a silent listener
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ClusterError(f"{unreachable} ({_reason(exc)})") from None
+    outcome: list[BaseException | dict[str, Any]] = []
+
+    def ask() -> None:
+        try:
+            outcome.append(asyncio.run(asyncio.wait_for(_identity(scheduler), timeout_s)))
+        except BaseException as exc:  # reported by the caller's thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=ask, name="pkbsim-dask-probe", daemon=True)
+    thread.start()
+    thread.join(timeout_s + 5)  # asyncio.wait_for ends it; the margin is for a stuck loop
+    found = outcome[0] if outcome else TimeoutError()
+    if isinstance(found, (TimeoutError, asyncio.TimeoutError)):
+        raise ClusterError(f"{unreachable}: something listens on {host}:{port} but sent no "
+                           "Dask handshake (not a Dask scheduler?)")
+    if isinstance(found, TypeError) and scheduler.startswith("tls://"):
+        raise ClusterError(f"{unreachable}: tls:// needs Dask's TLS settings "
+                           "(distributed.comm.tls.ca-file, .client.cert and .client.key)")
+    if isinstance(found, BaseException):
+        raise ClusterError(f"{unreachable}: what answers on {host}:{port} does not speak "
+                           f"Dask's protocol ({_reason(found)})")
+    if found.get("type") != "Scheduler":
+        raise ClusterError(f"{where}: a Dask {found.get('type', 'server')} answers there, "
+                           "not a scheduler")
+
+
+async def _identity(address: str) -> dict[str, Any]:
+    """What the Dask server at ``address`` says it is (its ``identity``)."""
+    args = distributed.Security().get_connection_args("client")
+    comm = await distributed.comm.connect(address, **args)
+    try:
+        await comm.write({"op": "identity", "reply": True})
+        answer = await comm.read()
+    finally:
+        comm.abort()
+    return answer if isinstance(answer, dict) else {"type": type(answer).__name__}
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as a short phrase (one line, at most 200 characters)."""
+    text = " ".join(str(exc).split())[:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def check_workers(client: distributed.Client, where: str) -> None:

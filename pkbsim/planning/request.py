@@ -5,7 +5,10 @@ that at least one point succeeded. Nothing here prints."""
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pkbsim.errors import InfeasibleError, UsageError
@@ -15,6 +18,31 @@ if TYPE_CHECKING:
     from pkbsim.planning.sweep import Runner, SweepResult, SweepSpec
 
 EXECUTORS = ("local", "dask")
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # a container's CPU quota (cgroup v2): "QUOTA PERIOD"
+
+
+def usable_cores(cpu_max: Path | None = None) -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup CPU quota (a
+    container's ``--cpus``), where ``os.cpu_count()`` tells the host's."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = (cpu_max or CPU_MAX).read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):  # no cgroup v2 quota here
+        pass
+    return max(1, cores)
+
+
+def default_workers(jobs: int | None, spec: SweepSpec) -> int:
+    """``--jobs``, else one worker per usable core, but no more than the sweep has points: a
+    worker process (a LocalCluster's above all) costs its start-up whether it runs or not."""
+    if jobs is not None:
+        return jobs
+    return max(1, min(usable_cores(), math.prod(len(axis.values) for axis in spec.axes)))
 
 
 def sweep_spec(task: str | None, collective: str | None, topology: str, preset: str,

@@ -13,24 +13,34 @@ from pkbsim.roofline import check_world_size
 from pkbsim.sim.collective import CallSpec
 from pkbsim.sim.engine import SimOptions, Simulation, run_call
 from pkbsim.sim.engine import comm_sms as held_sms
+from pkbsim.sim.network import FlowBudget
 from pkbsim.sim.result import SimResult, summarize
-from pkbsim.sim.strategies import CHUNK_CHOICES, STRATEGIES, Builder, Strategy
+from pkbsim.sim.strategies import (
+    CHUNK_CHOICES,
+    STRATEGIES,
+    Builder,
+    Strategy,
+    check_standalone_calls,
+)
 from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
 from pkbsim.topology.schema import Topology
 from pkbsim.trace.store import ChosenProgram, reference_program
 from pkbsim.units import US, format_bytes
 
-__all__ = ["STRATEGIES", "CollectiveResult", "SimOptions", "SimResult", "Strategy", "simulate",
-           "simulate_collective", "trace_stands_for"]
+__all__ = ["STRATEGIES", "CollectiveResult", "SimOptions", "SimResult", "Strategy",
+           "check_standalone_calls", "simulate", "simulate_collective", "trace_stands_for"]
 
 
 def simulate(inst: TaskInstance, topo: Topology, strategy: Strategy,
              options: SimOptions | None = None) -> SimResult:
     """Predict ``inst`` on ``topo`` under ``strategy``. custom_best without a fixed chunk count
     tries CHUNK_CHOICES in order, doubling the pieces while that makes it faster, and keeps the
-    fastest (ties: fewer pieces)."""
+    fastest (ties: fewer pieces). The calls it simulates alone are bounded before any is
+    (SIM_CALLS); all its runs and those calls share one budget of transfers (SIM_FLOWS)."""
     check_world_size(inst, topo)
+    check_standalone_calls(inst, strategy)
     options = options or SimOptions()
+    budget = FlowBudget()
     # per-op overrides name the task file's ops: with them, auto keeps the task file's model
     if strategy.name == "nccl_reference" and strategy.program is None and (
             strategy.reference == "trace" or (strategy.reference == "auto"
@@ -47,13 +57,14 @@ def simulate(inst: TaskInstance, topo: Topology, strategy: Strategy,
         options = SimOptions(options.iterations, options.trace, hbm_contention=False)
     if strategy.name == "custom_best" and strategy.chunks is None:
         tried = {}
-        for k in CHUNK_CHOICES:  # double the pieces while that helps
-            tried[k] = _run(inst, topo, strategy, options, k)
+        for runs, k in enumerate(CHUNK_CHOICES, 1):  # double the pieces while that helps
+            check_standalone_calls(inst, strategy, runs)
+            tried[k] = _run(inst, topo, strategy, options, k, budget)
             if k > 1 and tried[k].predicted_us >= tried[k // 2].predicted_us:
                 break
         best = min(tried, key=lambda k: (tried[k].predicted_us, k))
         return replace(tried[best], tried={k: r.predicted_us for k, r in tried.items()})
-    return _run(inst, topo, strategy, options, strategy.chunks or 1)
+    return _run(inst, topo, strategy, options, strategy.chunks or 1, budget)
 
 
 def trace_stands_for(chosen: ChosenProgram, inst: TaskInstance) -> bool:
@@ -72,8 +83,8 @@ def trace_stands_for(chosen: ChosenProgram, inst: TaskInstance) -> bool:
 
 
 def _run(inst: TaskInstance, topo: Topology, strategy: Strategy, options: SimOptions,
-         pieces: int) -> SimResult:
-    sim = Simulation(topo, inst.world_size, options)
+         pieces: int, budget: FlowBudget) -> SimResult:
+    sim = Simulation(topo, inst.world_size, options, budget)
     builder = Builder(sim, inst, strategy, pieces)
     builder.build(options.iterations)
     sim.run()

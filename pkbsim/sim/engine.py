@@ -22,7 +22,7 @@ from pkbsim.collectives.base import SWITCH
 from pkbsim.errors import InfeasibleError
 from pkbsim.placement import fabric_for, link_efficiency
 from pkbsim.sim.collective import CallSpec, CollectiveRun
-from pkbsim.sim.network import Flow, Link, Network
+from pkbsim.sim.network import Flow, FlowBudget, Link, Network
 from pkbsim.topology.fabric import NIC, UPLINK_NET
 from pkbsim.topology.schema import Mechanism, Topology
 
@@ -133,10 +133,11 @@ class Collective(Work):
         self.run_.enter(self.group_rank)
 
 
-def run_call(topo: Topology, world_size: int, spec: CallSpec, members: list[int]
-             ) -> tuple[Simulation, list[Node]]:
-    """One collective call alone on an idle machine, every member entering at time 0."""
-    sim = Simulation(topo, world_size, SimOptions(iterations=1, hbm_contention=False))
+def run_call(topo: Topology, world_size: int, spec: CallSpec, members: list[int],
+             budget: FlowBudget | None = None) -> tuple[Simulation, list[Node]]:
+    """One collective call alone on an idle machine, every member entering at time 0; its
+    transfers drawn on ``budget`` (the prediction it serves) where given."""
+    sim = Simulation(topo, world_size, SimOptions(iterations=1, hbm_contention=False), budget)
     run = sim.collective(spec, members)
     nodes = [sim.node(r, "stream0", spec.label, 0, Collective(run, g))
              for g, r in enumerate(members)]
@@ -161,13 +162,13 @@ class SimOptions:
 class Simulation:
     """One run: ``world_size`` ranks of ``topo`` placed node by node."""
 
-    def __init__(self, topo: Topology, world_size: int, options: SimOptions | None = None
-                 ) -> None:
+    def __init__(self, topo: Topology, world_size: int, options: SimOptions | None = None,
+                 budget: FlowBudget | None = None) -> None:
         self.topo = topo
         self.world_size = world_size
         self.options = options or SimOptions()
         self.env = simpy.Environment()
-        self.net = Network(self.env)
+        self.net = Network(self.env, budget)
         self.fabric = fabric_for(topo)
         self.nodes: list[Node] = []
         self.flows: list[tuple[float, float, Any, float]] = []  # (start, end, tag, bytes)

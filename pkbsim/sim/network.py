@@ -92,11 +92,22 @@ class Flow:
         self._via2: Link | None = None
 
 
+class FlowBudget:
+    """The transfers (SIM_FLOWS) the simulations of one prediction may start together: each
+    run (custom_best tries several piece counts) and each call it simulates alone to choose
+    an op's algorithm draws on it."""
+
+    def __init__(self) -> None:
+        self.limit = SIM_FLOWS.value
+        self.started = 0
+
+
 class Network:
     """All links of one simulation and the flows on them."""
 
-    def __init__(self, env: simpy.Environment) -> None:
+    def __init__(self, env: simpy.Environment, budget: FlowBudget | None = None) -> None:
         self.env = env
+        self.budget = budget or FlowBudget()
         self.links: dict[str, Link] = {}
         self._next = 0
         self._dirty: dict[int, Flow] = {}
@@ -105,7 +116,6 @@ class Network:
         self._stamp = 0  # flushes and solver passes so far (scratch marks compare against it)
         self._round = 0  # progressive-filling rounds so far
         self.flows_started = 0
-        self.max_flows = SIM_FLOWS.value
         self.rate_updates = 0
         self.solver_flows = 0  # flows taking part in solver passes (free or pinned), a cost
         self._buckets: dict[float, list[tuple[Callable[[Any], None], Any]]] = {}
@@ -140,8 +150,10 @@ class Network:
         flow = Flow(self._next, uses, nbytes, cap, on_done, self.env.now, tag)
         flow.side = side
         self.flows_started += 1
-        if self.flows_started > self.max_flows:
-            raise SIM_FLOWS.exceeded(self.flows_started, "transfers", InfeasibleError)
+        budget = self.budget
+        budget.started += 1
+        if budget.started > budget.limit:
+            raise SIM_FLOWS.exceeded(budget.started, "transfers", InfeasibleError)
         if nbytes <= 0 or not uses:
             self.call_later(0.0, on_done, flow)
             return flow

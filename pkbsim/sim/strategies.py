@@ -23,7 +23,7 @@ from pkbsim.bounds import check_int, parse_number, show
 from pkbsim.collectives import ALGORITHMS
 from pkbsim.collectives.base import Context
 from pkbsim.errors import InfeasibleError, UsageError
-from pkbsim.limits import SIM_NODES
+from pkbsim.limits import SIM_CALLS, SIM_NODES
 from pkbsim.placement import fits, group_context, group_members
 from pkbsim.roofline import bound_comm_op, bound_compute_op
 from pkbsim.sim import nccl
@@ -256,7 +256,7 @@ class Builder:
         key = (spec, tuple(members), self.w)
         cache = self.sim.fabric.call_times
         if key not in cache:
-            cache[key] = run_call(self.topo, self.w, spec, members)[0].env.now
+            cache[key] = run_call(self.topo, self.w, spec, members, self.sim.net.budget)[0].env.now
         return cache[key]
 
     def pieces_of(self, op: CommOp | ComputeOp) -> int:
@@ -526,6 +526,24 @@ class Builder:
                                                op.hbm_bytes * op.repeat * op.imbalance * share),
                                        deps[r], 0.0)
         return out
+
+
+def standalone_calls(inst: TaskInstance, strategy: Strategy) -> int:
+    """At most how many calls one run of ``strategy`` simulates alone to choose how each op
+    is carried: custom_best, for each comm op and each root its repeats rotate through, the
+    SHORTLIST best alpha-beta candidates (nccl_reference: none, NCCL's tuner chooses)."""
+    if strategy.name != "custom_best":
+        return 0
+    return sum((min(op.repeat, op.group_size) if op.rotate_root else min(op.repeat, 1))
+               * SHORTLIST for op in inst.ops if isinstance(op, CommOp))
+
+
+def check_standalone_calls(inst: TaskInstance, strategy: Strategy, runs: int = 1) -> None:
+    """Refuse the calls alone of ``runs`` runs (custom_best tries a piece count per run) over
+    SIM_CALLS, before the last of those runs starts."""
+    SIM_CALLS.check(standalone_calls(inst, strategy) * runs, f"{strategy.name} for task "
+                    f"{inst.spec.key} at W = {inst.world_size}"
+                    + (f", {runs} piece counts tried" if runs > 1 else ""), InfeasibleError)
 
 
 def parse_overrides(items: Mapping[str, Mapping[str, Any]], file: str = "--override"

@@ -23,6 +23,7 @@ from pkbsim.errors import (
 )
 from pkbsim.fields import Fields, load_yaml
 from pkbsim.inputs import path_kind
+from pkbsim.limits import TASK_OPS
 from pkbsim.task.schema import (
     COMM_KINDS,
     COMPUTE_KINDS,
@@ -274,6 +275,9 @@ def _groups(top: Fields) -> dict[str, GroupSpec]:
 
 
 def _ops(top: Fields, groups: dict[str, GroupSpec]) -> tuple[OpSpec, ...]:
+    raw_ops = top.raw("ops", None)
+    if isinstance(raw_ops, list):  # before each is read: every op costs work in every command
+        TASK_OPS.check(len(raw_ops), "listed", TaskError, top.file, "ops")
     items = top.seq("ops")
     if not items:
         raise top.fail("ops", "needs at least one op")

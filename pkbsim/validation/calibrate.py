@@ -22,7 +22,7 @@ import yaml
 
 from pkbsim.datafiles import display_path
 from pkbsim.errors import PkbsimError, TopologyError
-from pkbsim.fields import load_yaml
+from pkbsim.fields import load_yaml, yaml_text
 from pkbsim.topology.loader import parse_topology
 from pkbsim.topology.schema import Topology
 from pkbsim.trace.cost import kind_of as cost_kind
@@ -126,9 +126,8 @@ def field_value(topo: Topology, path: str) -> float:
 def _render(header: str, name: str, description: str, data: dict[str, Any],
             sources: dict[str, str]) -> str:
     head = {"schema_version": 1, "name": name, "description": description}
-    body = yaml.safe_dump({**head, **data}, sort_keys=False, allow_unicode=True, width=10**6)
-    tail = yaml.safe_dump({"sources": sources}, sort_keys=False, allow_unicode=True,
-                          width=10**6)
+    body = yaml_text({**head, **data}, width=10**6)
+    tail = yaml_text({"sources": sources}, width=10**6)
     return f"{header}{body}\n{tail}"
 
 

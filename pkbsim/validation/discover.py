@@ -20,10 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from pkbsim.errors import PkbsimError, TopologyError, UsageError
-from pkbsim.fields import load_yaml
+from pkbsim.fields import load_yaml, yaml_text
 from pkbsim.topology.loader import find_topology, parse_topology
 from pkbsim.topology.schema import Topology
 from pkbsim.validation.bases import base_for_gpu
@@ -530,7 +528,7 @@ def render_yaml(d: Discovered) -> str:
     if d.notes:
         lines.append("# Notes:")
         lines += [f"#   - {note}" for note in d.notes]
-    body = yaml.safe_dump(d.data, sort_keys=False, allow_unicode=True, width=10_000)
+    body = yaml_text(d.data)
     return "\n".join(lines) + "\n" + body
 
 

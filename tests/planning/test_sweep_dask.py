@@ -4,6 +4,7 @@ failing into error rows, and reports a missing dask or scheduler in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -346,3 +347,82 @@ def test_a_script_without_a_main_guard_gets_one_clear_error(tmp_path: Path,
         assert got.returncode != 0
         assert "ClusterError: the LocalCluster's worker processes did not start" in got.stderr
         assert 'call the sweep under `if __name__ == "__main__":`' in got.stderr
+
+
+def _garbage_server() -> tuple[socket.socket, str]:
+    """A server that answers every connection with HTTP's 400 at once (what a web server, or
+    Dask's own dashboard port, may say to Dask's binary handshake)."""
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n" * 4)
+                conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, f"tcp://127.0.0.1:{server.getsockname()[1]}"
+
+
+@needs_dask
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kind", ["silent", "http", "tls"])
+def test_what_is_not_a_dask_scheduler_is_one_line_exit_2(cli: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         kind: str) -> None:
+    from pkbsim.planning import dask_executor
+
+    monkeypatch.setattr(dask_executor, "CONNECT_TIMEOUT_S", 1.0)
+    if kind == "http":
+        server, address = _garbage_server()
+        needle = "does not speak Dask's protocol"
+    else:  # a listener that accepts (the kernel's backlog) and never answers
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        address = f"{'tls' if kind == 'tls' else 'tcp'}://127.0.0.1:{server.getsockname()[1]}"
+        needle = ("tls:// needs Dask's TLS settings" if kind == "tls"
+                  else "sent no Dask handshake")
+    with server:
+        got = cli(*CLI_SWEEP, "--executor", "dask", "--scheduler", address, "--jsonl",
+                  str(tmp_path / "s.jsonl"))
+    assert got.code == 2 and got.err.count("\n") == 1, got.err  # before: a hang, a traceback
+    assert got.err.startswith(f"pkbsim: error: --scheduler {address}: cannot reach the Dask "
+                              "scheduler within 1 s") and needle in got.err, got.err
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+@needs_dask
+@pytest.mark.timeout(30)
+def test_a_dask_worker_is_not_taken_for_its_scheduler(cluster: Any) -> None:
+    from pkbsim.planning import dask_executor
+
+    worker = next(iter(cluster.scheduler_info["workers"]))
+    with pytest.raises(dask_executor.ClusterError, match="a Dask Worker answers there, not a "
+                       "scheduler"):
+        dask_executor.reach(worker, 2.0)
+
+
+@pytest.mark.parametrize(("cpu_max", "cores"), [
+    ("200000 100000\n", 2), ("150000 100000\n", 2), ("50000 100000\n", 1), ("max 100000\n", 16),
+    (None, 16)])
+def test_workers_are_the_usable_cores_not_the_hosts(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    cpu_max: str | None, cores: int) -> None:
+    from pkbsim.planning.request import default_workers, usable_cores
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(16)), raising=False)
+    path = tmp_path / "cpu.max"
+    if cpu_max is not None:
+        path.write_text(cpu_max)  # a container given fewer CPUs than its host has
+    assert usable_cores(path) == cores
+    monkeypatch.setattr("pkbsim.planning.request.CPU_MAX", path)
+    assert default_workers(None, grpo_spec()) == cores  # 60 points: one worker per core
+    assert default_workers(None, SweepSpec(Target(collective="all_reduce"), (
+        parse_vary("size=1KiB,2KiB"),), parse_metrics(["roofline"]))) == min(cores, 2)
+    assert default_workers(3, grpo_spec()) == 3  # --jobs as given
