@@ -86,8 +86,8 @@ def main() -> int:
         print(f"  {n:6d}  {k}")
     for v in report.violations:
         print(f"  - {v}")
-    print(f"NCCL tuner switches (a larger call faster because NCCL's tuner changed its "
-          f"algorithm or protocol there; listed, not violations): {len(report.nccl_steps)}")
+    print(f"NCCL configuration steps (a larger call faster where NCCL changed its algorithm, "
+          f"protocol or channel count; listed, not violations): {len(report.nccl_steps)}")
     for v in report.nccl_steps:
         print(f"  - {v.where}: {v.detail}")
     if args.slowest:

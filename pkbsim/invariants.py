@@ -12,9 +12,9 @@ algorithm and mechanism over sizes 1 B .. 1 GiB. The invariants (docs/metrics.md
   critical path (offsets from the measured iteration's start too), the node records or the
   roofline's terms;
 - ``monotone``: a bare collective's time does not fall as its size grows: every (algorithm,
-  mechanism) simulated alone, and NCCL's choice wherever NCCL keeps its algorithm and protocol,
-  whatever its channel count (where its tuner switches algorithm or protocol, a larger call may
-  run faster, as NCCL's own estimate misjudges the switch point: those steps are listed apart,
+  mechanism) simulated alone, and NCCL's choice wherever NCCL keeps its algorithm, protocol and
+  channel count (where its tuner switches algorithm or protocol, or its channel rule gives each
+  channel less to move, a larger call may run faster, as in NCCL: those steps are listed apart,
   in ``GridReport.nccl_steps``).
 
 The checkers are pure functions of finished results (the tests feed them constructed
@@ -179,7 +179,7 @@ def check_monotone(where: str, sizes: Sequence[float], times_us: Sequence[float]
 
 def config_steps(where: str, sizes: Sequence[float], times_us: Sequence[float],
                  configs: Sequence[str]) -> list[Violation]:
-    """Falls between sizes run differently (NCCL's tuner changed its algorithm or protocol)."""
+    """Falls between sizes run differently (NCCL changed its algorithm, protocol or channels)."""
     return [v for v, same in _falls(where, sizes, times_us, configs) if not same]
 
 
@@ -300,7 +300,7 @@ class Curve:
     where: str
     sizes: tuple[float, ...]
     times_us: tuple[float, ...]
-    configs: tuple[str, ...] | None = None  # NCCL: algorithm/protocol at each size
+    configs: tuple[str, ...] | None = None  # NCCL: algorithm/protocol/channels at each size
 
 
 def collective_instance(kind: str, world_size: int, nbytes: float) -> TaskInstance:
@@ -345,10 +345,9 @@ def collective_curves(topo: Topology, kinds: Sequence[str] = COMM_KINDS,
 
 
 def _how(result: SimResult) -> str:
-    """NCCL's algorithm and protocol for the call (its channel count is not part of it: a call
-    on more channels must not run faster than a smaller one on fewer)."""
+    """NCCL's algorithm, protocol and channel count for the call."""
     c = result.ops[0].choice
-    return "-" if c is None else f"{c.algorithm}/{c.protocol}"
+    return "-" if c is None else f"{c.algorithm}/{c.protocol}/{c.sms}ch"
 
 
 # ------------------------------------------------------------------ the report
