@@ -449,6 +449,9 @@ class Builder:
     def _custom_iteration(self, it: int, host: list[Node | None],
                           gpu: list[Node | None]) -> None:
         sim, lat = self.sim, self.topo.latency
+        if not any(op.repeat > 0 and (isinstance(op, ComputeOp) or op.group_size > 1)
+                   for op in self.inst.ops):
+            return  # nothing to do (every op skipped, or calls in groups of one rank): no launch
         kernel = {}
         for r in range(self.w):
             host[r] = sim.node(r, "host", "fused_kernel", it, Delay(self.host_kernel_s()),
