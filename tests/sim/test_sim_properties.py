@@ -59,9 +59,12 @@ def test_every_prediction_is_positive_and_at_least_the_roofline(
     roof_us = roofline(inst, topo).t_roof_s * 1e6
     result = simulate(inst, topo, Strategy(strategy, host_model=host),
                       SimOptions(iterations=iterations))
-    assert result.predicted_us > 0
+    # one rank has nothing to move: the best kernel launches nothing (the reference still
+    # calls NCCL, which returns at once)
+    idle = w == 1 and strategy == "custom_best"
+    assert result.predicted_us > 0 or idle
     assert result.predicted_us >= roof_us * (1 - 1e-9), (result.predicted_us, roof_us)
-    assert all(t > 0 for t in result.per_rank_us)
+    assert all(t > 0 or idle for t in result.per_rank_us)
 
 
 @pytest.mark.parametrize("host_us", [0.0, 0.1, 0.4, 1.0, 24.0])
