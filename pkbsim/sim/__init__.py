@@ -70,16 +70,25 @@ def simulate(inst: TaskInstance, topo: Topology, strategy: Strategy,
 def trace_stands_for(chosen: ChosenProgram, inst: TaskInstance) -> bool:
     """Whether a traced program (rank 0's operators) can model ``inst``: not when the task
     file has a rank other than 0 do work rank 0 does not (``ranks: non_root`` with root 0:
-    the slowest rank was never traced), nor when the instance communicates and the program
-    has no collective (a trace at W = 1, where PKB's references skip their collectives)."""
+    the slowest rank was never traced), nor when the traced rank receives more messages than it
+    sends (it waits for other ranks' work, as a pipeline's later stage does: the program has
+    only its own), nor when the instance communicates and the program has no collective (a
+    trace at W = 1, where PKB's references skip their collectives)."""
     w = inst.world_size
     if any(isinstance(op, ComputeOp) and op.repeat > 0 and not op.runs_on(0)
            and any(op.runs_on(r) for r in range(1, w)) for op in inst.ops):
         return False
     communicates = any(isinstance(op, CommOp) and op.group_size > 1 and op.repeat > 0
                        for op in inst.ops)
-    has_collective = any(seg.collective is not None for seg in chosen.program.segments)
-    return has_collective or not communicates
+    calls = {"send": 0, "recv": 0, "any": 0}
+    for seg in chosen.program.segments:
+        if seg.collective is not None:
+            calls["any"] += seg.times
+            if seg.collective.name in calls:
+                calls[seg.collective.name] += seg.times
+    if calls["recv"] > calls["send"]:
+        return False  # the traced rank waits for another rank's work (a pipeline's later stage)
+    return calls["any"] > 0 or not communicates
 
 
 def _run(inst: TaskInstance, topo: Topology, strategy: Strategy, options: SimOptions,
