@@ -96,9 +96,12 @@ def analyze(task: str, topology: str = DEFAULT_TOPOLOGY, world_size: int | None 
     if predict:
         program = None
         if on_demand is not None:
+            from pkbsim.sim import trace_stands_for
             from pkbsim.trace.on_demand import reference_for
 
             program = reference_for(inst, on_demand)
+            if program is not None and not trace_stands_for(program, inst):
+                program = None  # the task file's ops (simulate's auto choice)
         predictions = {name: simulate(inst, topo, Strategy(
             name, program=program if name == "nccl_reference" else None))
             for name in STRATEGIES}

@@ -16,7 +16,7 @@ from pkbsim.datafiles import looks_like_path
 from pkbsim.errors import UsageError
 from pkbsim.fields import Fields, load_yaml
 from pkbsim.inputs import path_kind
-from pkbsim.sim import SimOptions, SimResult, simulate
+from pkbsim.sim import SimOptions, SimResult, simulate, trace_stands_for
 from pkbsim.sim.strategies import (
     REFERENCE_MODELS,
     STRATEGIES,
@@ -121,6 +121,10 @@ def run_simulation(task: str | None, strategy: str = "nccl_reference",
             and not strat.overrides and reference_model in ("auto", "trace")):
         from pkbsim.trace.on_demand import reference_for
 
-        strat = replace(strat, program=reference_for(inst, on_demand))
+        program = reference_for(inst, on_demand)
+        if reference_model == "auto" and program is not None and not trace_stands_for(
+                program, inst):
+            program = None  # the task file's ops (simulate's auto choice)
+        strat = replace(strat, program=program)
     result = simulate(inst, topo, strat, SimOptions(iterations=iterations, trace=trace))
     return replace(result, topology_overrides=dict(topo_sets))
