@@ -131,7 +131,10 @@ def test_grpo_at_w8_grows_with_its_chunk_loop() -> None:
 def test_ring_attention_production_is_not_below_its_roofline(task: str) -> None:
     report = api.analyze(task, preset="production", trace_on_demand=False)
     ref = report.result.predictions["nccl_reference"]
-    assert ref.strategy.program is not None and ref.strategy.program.how == "exact"
+    if task == "56":  # its traced later stage waits for work its trace lacks: the task file's ops
+        assert ref.strategy.program is None
+    else:
+        assert ref.strategy.program is not None and ref.strategy.program.how == "exact"
     assert ref.predicted_us * 1e-6 >= report.result.roofline.t_roof_s
 
 
