@@ -121,10 +121,10 @@ def run_simulation(task: str | None, strategy: str = "nccl_reference",
             and not strat.overrides and reference_model in ("auto", "trace")):
         from pkbsim.trace.on_demand import reference_for
 
-        program = reference_for(inst, on_demand)
-        if reference_model == "auto" and program is not None and not trace_stands_for(
-                program, inst):
-            program = None  # the task file's ops (simulate's auto choice)
-        strat = replace(strat, program=program)
+        chosen_here = reference_for(inst, on_demand)
+        if reference_model == "auto" and chosen_here is not None and not trace_stands_for(
+                chosen_here, inst):
+            chosen_here = None  # the task file's ops (simulate's auto choice)
+        strat = replace(strat, program=chosen_here)
     result = simulate(inst, topo, strat, SimOptions(iterations=iterations, trace=trace))
     return replace(result, topology_overrides=dict(topo_sets))
