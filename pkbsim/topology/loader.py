@@ -54,7 +54,11 @@ def find_topology(name: str) -> Path:
                                 file=name)
         return path
     path = data_dir("topologies") / f"{name}.yaml"
-    if not path.is_file():
+    try:
+        shipped = path.is_file()
+    except OSError:  # a name no file can have (too long for the file system)
+        shipped = False
+    if not shipped:
         known = list_topologies()
         close = nearest(name, known)
         hint = f"; did you mean {', '.join(close)}?" if close else ""

@@ -345,3 +345,13 @@ def test_compare_measured_fifo_is_not_called_missing(cli, tmp_path: Path) -> Non
         pytest.fail("pkbsim blocked on a FIFO")
     one_line(result[0], str(fifo), "not a regular file or a folder")
     assert "no such" not in result[0].err
+
+
+def test_a_topology_name_too_long_for_a_file_is_unknown() -> None:
+    """Found by the API fuzz: a 400-character name looked up among the shipped topologies
+    raised OSError (file name too long) from Path.is_file."""
+    from pkbsim.errors import TopologyError
+    from pkbsim.topology.loader import load_topology
+
+    with pytest.raises(TopologyError, match="unknown topology"):
+        load_topology("9" * 400)
