@@ -32,6 +32,7 @@ try:
     import dask
     import distributed
     from distributed.comm.addressing import get_address_host_port
+    from distributed.comm.core import connect as dask_connect
 except ImportError:
     raise UsageError("--executor dask needs dask.distributed: pip install 'pkbsim[cluster]'"
                      ) from None
@@ -221,7 +222,7 @@ def probe(scheduler: str, host: str, port: int, timeout_s: float) -> None:
 async def _identity(address: str) -> dict[str, Any]:
     """What the Dask server at ``address`` says it is (its ``identity``)."""
     args = distributed.Security().get_connection_args("client")
-    comm = await distributed.comm.connect(address, **args)
+    comm = await dask_connect(address, **args)
     try:
         await comm.write({"op": "identity", "reply": True})
         answer = await comm.read()
