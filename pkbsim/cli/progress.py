@@ -6,6 +6,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -73,19 +74,13 @@ def sweep_progress() -> Iterator[Callable[[int, int], None] | None]:
         return
     bar = Progress("sweep", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                    console=Console(stderr=True), auto_refresh=False, transient=True)
-    task_id = bar.add_task("sweep", total=None)
-    last = 0.0
+    update = _throttled(bar, bar.add_task("sweep", total=None))
 
-    def update(done: int, total: int) -> None:
-        nonlocal last
-        bar.update(task_id, completed=done, total=total)
-        now = time.monotonic()
-        if now - last >= PROGRESS_REFRESH_S or done == total:
-            bar.refresh()
-            last = now
+    def sweep_update(done: int, total: int) -> None:
+        update(done, total)
 
     with bar:
-        yield update
+        yield sweep_update
 
 
 @contextmanager
@@ -98,16 +93,26 @@ def step_progress(label: str) -> Iterator[Callable[[int, int, str], None] | None
     bar = Progress(TextColumn(label, markup=False), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("{task.fields[what]}", markup=False),
                    console=Console(stderr=True), auto_refresh=False, transient=True)
-    task_id = bar.add_task(label, total=None, what="")
+    update = _throttled(bar, bar.add_task(label, total=None, what=""))
+
+    def step_update(done: int, total: int, what: str) -> None:
+        update(done, total, what=what)
+
+    with bar:
+        yield step_update
+
+
+def _throttled(bar: Progress, task_id: TaskID) -> Callable[..., None]:
+    """Update ``task_id`` on every call; redraw at most every PROGRESS_REFRESH_S, and at the
+    end (no refresh thread: workers fork safely)."""
     last = 0.0
 
-    def update(done: int, total: int, what: str) -> None:
+    def update(done: int, total: int, **fields: Any) -> None:
         nonlocal last
-        bar.update(task_id, completed=done, total=total, what=what)
+        bar.update(task_id, completed=done, total=total, **fields)
         now = time.monotonic()
         if now - last >= PROGRESS_REFRESH_S or done == total:
             bar.refresh()
             last = now
 
-    with bar:
-        yield update
+    return update
