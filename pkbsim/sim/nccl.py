@@ -170,10 +170,24 @@ def channels(alg_name: str, proto: str, kind: str, nbytes: float, ctx: Context,
     return int(min(most, max(1, total // per_channel)))
 
 
-def latencies_us(alg_name: str, proto: str, kind: str, ctx: Context, topo: Topology
-                 ) -> tuple[float, float, float]:
-    """(base, per hop inside a node, per hop across nodes) in microseconds, as NCCL's tuner
-    has them; the simulator pays the base once and a hop per message on the critical path."""
+def latencies_us(alg_name: str, proto: str, kind: str, ctx: Context, topo: Topology,
+                 real: bool = True) -> tuple[float, float, float]:
+    """(base, per hop inside a node, per hop across nodes) in microseconds; the simulator pays
+    the base once and a hop per message on the critical path. ``real=False``: as NCCL's tuner
+    has them (what it picks by); otherwise each hop also pays what a step over its fabric
+    costs beyond the tuner's constant (the fabric kinds' ``step_latency_us``; across the
+    network twice for Simple, as NCCL adds its net latency twice for Simple's flush)."""
+    base, hop, net = _tuner_latencies_us(alg_name, proto, kind, ctx, topo)
+    if not real:
+        return base, hop, net
+    hop += topo.scale_up.step_latency_us.get(proto, 0.0)
+    if topo.scale_out is not None and ctx.nodes > 1:
+        net += topo.scale_out.step_latency_us * (2 if proto == "Simple" else 1)
+    return base, hop, net
+
+
+def _tuner_latencies_us(alg_name: str, proto: str, kind: str, ctx: Context, topo: Topology
+                        ) -> tuple[float, float, float]:
     simple = topo.mechanisms.get(PROTOCOLS[proto])
     multi = ctx.nodes > 1
     ppn_one = multi and ctx.per_node == 1
@@ -200,7 +214,7 @@ def _cost(alg_name: str, proto: str, op: CommOp, ctx: Context, world_size: int,
     # NCCL's NVLS kernels (all-reduce, reduce-scatter, all-gather) move data with multimem
     mech_name = "nvls_multimem" if alg_name in NVLS_ALGOS else PROTOCOLS[proto]
     mech = topo.mechanisms[mech_name]
-    base, hop, net = latencies_us(alg_name, proto, op.kind, ctx, topo)
+    base, hop, net = latencies_us(alg_name, proto, op.kind, ctx, topo, real=False)
     steps = alg.steps(op.kind, ctx)
     if alg_name in ("nvls", "multicast"):
         steps = 1
@@ -235,5 +249,7 @@ def _cost(alg_name: str, proto: str, op: CommOp, ctx: Context, world_size: int,
     else:
         chunks = alg.pipeline_chunks(op.kind, op.bytes_per_rank, ctx.n,
                                      ll or PIPELINE_CHUNK_BYTES)
+    # NCCL picks by its tuner's numbers; the call then pays what its fabrics really cost
+    base, hop, net = latencies_us(alg_name, proto, op.kind, ctx, topo)
     return NcclChoice(alg_name, proto, mech.name, chunks, base * US,
                       hop * US, net * US, estimate, nc, cap)

@@ -10,6 +10,12 @@ from pkbsim.datafiles import data_dir, looks_like_path, nearest
 from pkbsim.errors import PkbsimError, TopologyError, did_you_mean
 from pkbsim.fields import Fields, load_yaml
 from pkbsim.inputs import path_kind
+from pkbsim.topology.fabric_kinds import (
+    SCALE_OUT_KINDS,
+    protocol_step_latency_us,
+    protocol_steps,
+    step_latency_us,
+)
 from pkbsim.topology.schema import (
     FABRICS,
     KERNEL_KINDS,
@@ -82,7 +88,9 @@ PER_GPU_BANDWIDTH_KEYS = ("scale_up.bandwidth_GBps", "nvlink.bandwidth_GBps")
 OPTIONAL_FIELDS = ("gpu.hbm_efficiency", "latency.eager_launch_us", "latency.kernel_ramp_us",
                    "latency.host_view_us", "latency.host_library_us", "latency.host_call_us",
                    "latency.nccl_launch_us", "scale_out.rail_optimized",
-                   "scale_out.oversubscription")
+                   "scale_out.oversubscription", "scale_up.step_latency_us",
+                   "scale_out.fabric", "scale_out.in_network_reduction",
+                   "scale_out.step_latency_us")
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any], file: str
@@ -222,6 +230,9 @@ def _scale_up(f: Fields) -> ScaleUp:
     reduction = f.flag("in_switch_reduction", False)
     multicast = f.flag("multicast", False)
     signal = f.num("signal_latency_us", lo=0, lo_open=True)
+    step = (protocol_steps(f.sub("step_latency_us")) if f.has("step_latency_us")
+            else protocol_step_latency_us(fabric))
+    f.raw("step_latency_us", None)
     f.done()  # a mistyped field first: it explains a missing one
     if fabric == "nvswitch" and (links == 0 or bw == 0):
         raise f.fail("links_per_gpu", "an nvswitch fabric needs links_per_gpu and "
@@ -229,7 +240,7 @@ def _scale_up(f: Fields) -> ScaleUp:
     if fabric == "pcie" and (reduction or multicast):
         raise f.fail("in_switch_reduction", "a pcie fabric has no in-switch reduction "
                      "or multicast")
-    return ScaleUp(fabric, links, bw, reduction, multicast, signal)
+    return ScaleUp(fabric, links, bw, reduction, multicast, signal, step)
 
 
 def _pcie(f: Fields, gpus_per_node: int) -> Pcie:
@@ -260,6 +271,9 @@ def _scale_out(f: Fields) -> ScaleOut:
         latency_us=f.num("latency_us", lo=0),
         rail_optimized=f.flag("rail_optimized", True),
         oversubscription=f.num("oversubscription", 1.0, lo=1),
+        fabric=(kind := f.text("fabric", "infiniband", choices=SCALE_OUT_KINDS)),
+        in_network_reduction=f.flag("in_network_reduction", False),
+        step_latency_us=f.num("step_latency_us", step_latency_us(kind), lo=0),
     )
     f.done()
     return out

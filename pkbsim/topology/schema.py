@@ -91,6 +91,10 @@ class ScaleUp:
     in_switch_reduction: bool  # NVLS / NVLink SHARP
     multicast: bool
     signal_latency_us: float  # one cross-GPU flag exchange (a sync step)
+    # what one NCCL step over this fabric costs beyond NCCL's tuner constant, by protocol
+    # (LL, LL128, Simple): its fabric kind's values unless the file sets them
+    # (topologies/fabrics/<fabric>.yaml)
+    step_latency_us: dict[str, float] = field(hash=False, default_factory=dict)
 
     @property
     def bandwidth_GBps(self) -> float:
@@ -125,6 +129,13 @@ class ScaleOut:
     # a node's NIC bandwidth over its share of the next tier up (1: non-blocking); traffic
     # that leaves its rail (all of it when not rail_optimized) shares that uplink
     oversubscription: float = 1.0
+    # the kind of network (topologies/fabrics/<fabric>.yaml): infiniband, roce, efa, ...
+    fabric: str = "infiniband"
+    # the switches reduce in the network (InfiniBand SHARP; NCCL's CollNet)
+    in_network_reduction: bool = False
+    # what one NCCL step across the network costs beyond NCCL's tuner constant (the kind's
+    # value unless the file sets it)
+    step_latency_us: float = 0.0
 
 
 @dataclass(frozen=True)
