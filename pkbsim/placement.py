@@ -109,6 +109,11 @@ def call_bandwidth_s(alg: Algorithm, mech: Mechanism, op: CommOp, world_size: in
                default=0.0)
 
 
+def network_reduces(topo: Topology) -> bool:
+    """The network's switches reduce (InfiniBand SHARP), so CollNet may run."""
+    return topo.scale_out is not None and topo.scale_out.in_network_reduction
+
+
 def fits(alg: Algorithm, mech: Mechanism, kind: str) -> bool:
     """Can ``mech`` carry ``alg`` for this kind (reductions, multicast, multimem)?"""
     traits = mech.traits

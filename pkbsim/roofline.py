@@ -24,6 +24,7 @@ from pkbsim.placement import (
     line_time_by_kind,
     link_efficiency,
     link_loads,
+    network_reduces,
 )
 from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
 from pkbsim.topology.fabric import NIC, Fabric
@@ -117,6 +118,8 @@ def bound_comm_op(op: CommOp, inst: TaskInstance, fabric: Fabric) -> CommBound:
         if alg.needs_switch_reduction and not (topo.scale_up.in_switch_reduction and nvls_ok):
             continue
         if alg.needs_multicast and not (topo.scale_up.multicast and in_one_node):
+            continue
+        if alg.needs_network_reduction and not network_reduces(topo):
             continue
         loads = link_loads(alg, op, inst.world_size, fabric)
         loads_by_alg[alg.name] = loads

@@ -58,6 +58,7 @@ class Algorithm(ABC):
     kinds: tuple[str, ...] = ()
     needs_switch_reduction = False  # NVLS: multimem.ld_reduce
     needs_multicast = False  # multimem.st / multicast writes
+    needs_network_reduction = False  # the network's switches reduce (SHARP)
     hierarchical = False  # only for groups spanning several nodes
     summary = ""
 

@@ -162,3 +162,63 @@ class NvlsTree(Algorithm):
         parent, kids = rail_tree(which, node, k, g, local)
         yield from tree_channel(rank, parent, kids, piece / 2, chunks, bool(down), which,
                                 lambda c: ((c, "ld", rank),))
+
+
+@register
+class CollNet(Algorithm):
+    """NCCL's CollNet with in-network reduction (InfiniBand SHARP): in each node an NVLS
+    reduce-scatter of the rank's 1/g slice, the slice sent once into the network and the
+    reduced slice received once from it, then an NVLS all-gather. The switches' reduction is not
+    a rank, so each NIC's traffic is modelled as a send of the slice to the same GPU of the next
+    node and a receive from the previous one: one slice each way per NIC, SHARP's load, and one
+    network step on the critical path."""
+
+    name = "collnet"
+    kinds = ("all_reduce",)
+    hierarchical = True
+    needs_switch_reduction = True
+    needs_network_reduction = True
+    summary = "NVLS inside each node, in-network reduction across nodes (SHARP, NCCL CollNet)"
+
+    def pipelined_bytes(self, kind: str, m: float, n: int) -> float | None:
+        return m / max(n, 1)
+
+    def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
+        g, k = ctx.per_node, ctx.nodes
+        flows: list[Flow] = []
+        for r in range(ctx.n):
+            node, local = divmod(r, g)
+            flows += [Flow(r, SWITCH, m + m / g, "intra"), Flow(SWITCH, r, m / g + m, "intra"),
+                      Flow(r, (node + 1) % k * g + local, m / g, "inter")]
+        return flows
+
+    def steps(self, kind: str, ctx: Context) -> int:
+        return 3  # NVLS load, the network's reduction, NVLS store
+
+    def channels(self, kind: str, ctx: Context) -> int:
+        return 4  # NVLS load, network send, NVLS store, collect
+
+    def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
+                channel: int = 0) -> Iterator[Prim]:
+        g, k = ctx.per_node, ctx.nodes
+        node, local = divmod(rank, g)
+        here = tuple(node * g + j for j in range(g))
+        piece = m / g / chunks
+        prev = (node - 1) % k * g + local
+        nxt = (node + 1) % k * g + local
+        if channel == 0:  # multimem.ld_reduce of the slice from every GPU of the node
+            for c in range(chunks):
+                yield (SEND, here, (rank,), piece, (c, "ld", rank))
+            return
+        if channel == 1:  # the node's partial slice into the network
+            for c in range(chunks):
+                yield (WAITALL, ((c, "ld", rank),))
+                yield (SEND, (rank,), (nxt,), piece, (c, "net", rank))
+            return
+        if channel == 2:  # multimem.st once the reduced slice is back
+            for c in range(chunks):
+                yield (WAITALL, ((c, "ld", rank), (c, "net", prev)))
+                yield (SEND, (rank,), here, piece, (c, "st", rank))
+            return
+        for c in range(chunks):
+            yield (WAITALL, tuple((c, "st", j) for j in here))

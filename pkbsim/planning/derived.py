@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pkbsim.collectives import ALGORITHMS, algbw_busbw
 from pkbsim.collectives.base import Context, algorithms_for
 from pkbsim.errors import UsageError
-from pkbsim.placement import fits
+from pkbsim.placement import fits, network_reduces
 from pkbsim.planning.evaluate import collective_spec
 from pkbsim.roofline import roofline
 from pkbsim.sim import simulate_collective
@@ -114,6 +114,8 @@ def carriers(topo: Topology, kind: str, world_size: int, algorithm: str | None =
         if alg.needs_switch_reduction and not (topo.scale_up.in_switch_reduction and one_node):
             continue
         if alg.needs_multicast and not (topo.scale_up.multicast and one_node):
+            continue
+        if alg.needs_network_reduction and not network_reduces(topo):
             continue
         pairs += [(alg.name, m.name) for m in topo.mechanisms.values()
                   if (mechanism is None or m.name == mechanism) and fits(alg, m, kind)]

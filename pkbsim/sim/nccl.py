@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pkbsim.collectives import ALGORITHMS
 from pkbsim.collectives.bandwidth import BUSBW_FACTOR, size_bytes
 from pkbsim.collectives.base import MAX_PIPELINE_CHUNKS, Context
-from pkbsim.placement import call_bandwidth_s
+from pkbsim.placement import call_bandwidth_s, network_reduces
 from pkbsim.task.schema import CommOp
 from pkbsim.topology.fabric import Fabric
 from pkbsim.topology.schema import Topology
@@ -64,7 +64,18 @@ PIPELINE_CHUNK_BYTES = 512 * 1024  # Simple's step: its 4 MiB buffer over NCCL_S
 # LL's chunk: a 64 KiB step (its 512 KiB buffer over NCCL_STEPS) of which half is flags
 # (enqueue.cc calcCollChunking): LL moves on in pieces this small, trees and rings alike
 LL_CHUNK_BYTES = 32 * 1024
-NVLS_ALGOS = ("nvls", "multicast", "nvls_tree")
+NVLS_ALGOS = ("nvls", "multicast", "nvls_tree", "collnet")
+# NVLS's pipeline (src/transport/nvls.cc, src/enqueue.cc calcCollChunking): each of its channels
+# moves the rank's slice in chunks of NCCL_NVLS_CHUNKSIZE (128 KiB), halved down to 16-32 KiB
+# while the call is small against channels x heads x chunk; 16 channels on Hopper, 24 on
+# Blackwell in one NVLink domain, 32 across nodes
+NVLS_CHUNK_BYTES = 128 * 1024
+NVLS_CHANNELS = {"hopper": (16, 16), "blackwell": (24, 32)}  # (one node, across nodes)
+NVLS_SHRINK = ((64, 65536), (8, 32768), (2, 16384))  # (calls under k x ops x chunk, chunk)
+NVLS_TREE_SHRINK = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
+# CollNet (SHARP) on NVLink: CollNetDirect's hwLat per step inside the node and across the
+# network, Simple only, no base latency (tuning.cc)
+COLLNET_HOP_US, COLLNET_NET_US = 3.7, 31.0
 P2P_KINDS = ("all_to_all", "scatter", "gather", "send_recv")  # NCCL's grouped send/recv
 
 
@@ -111,6 +122,8 @@ def candidates(kind: str, ctx: Context, topo: Topology) -> list[tuple[str, str]]
         algs = ["ring", "nccl_tree"]
         if nvls:
             algs += ["nvls"] if one_node else ["nvls_tree"]
+        if nvls and not one_node and network_reduces(topo):
+            algs.append("collnet")
     elif kind in ("reduce_scatter", "all_gather"):
         algs = ["ring"]
         if nvls and one_node:
@@ -170,6 +183,22 @@ def channels(alg_name: str, proto: str, kind: str, nbytes: float, ctx: Context,
     return int(min(most, max(1, total // per_channel)))
 
 
+def nvls_chunk_bytes(alg_name: str, total_bytes: float, ctx: Context, topo: Topology
+                     ) -> tuple[int, int]:
+    """(NCCL's NVLS chunk per channel, NVLS channels) for a call of ``total_bytes``
+    (nccl-tests' S): the chunk shrinks while the call is small against its concurrent
+    operations (channels x heads, the GPUs of one node)."""
+    one, many = NVLS_CHANNELS.get(generation(topo), (16, 16))
+    nc = one if ctx.nodes == 1 else many
+    heads = ctx.per_node if ctx.nodes > 1 and ctx.per_node > 0 else ctx.n
+    ops = nc * heads
+    chunk = NVLS_CHUNK_BYTES
+    for k, floor in NVLS_TREE_SHRINK if alg_name == "nvls_tree" else NVLS_SHRINK:
+        if total_bytes < k * ops * chunk and chunk > floor:
+            chunk = floor
+    return chunk, nc
+
+
 def latencies_us(alg_name: str, proto: str, kind: str, ctx: Context, topo: Topology,
                  real: bool = True) -> tuple[float, float, float]:
     """(base, per hop inside a node, per hop across nodes) in microseconds; the simulator pays
@@ -197,6 +226,8 @@ def _tuner_latencies_us(alg_name: str, proto: str, kind: str, ctx: Context, topo
     if alg_name == "nccl_tree":
         fabric = "nvswitch" if topo.scale_up.fabric == "nvswitch" else "pcie"
         return TREE_BASE_US[proto], TREE_HOP_US[fabric][proto], net
+    if alg_name == "collnet":
+        return 0.0, COLLNET_HOP_US, COLLNET_NET_US
     if alg_name in NVLS_ALGOS:
         hop = topo.mechanisms["nvls_multimem"].step_latency_us
         return NVLS_HOP_US, hop, net
@@ -219,6 +250,7 @@ def _cost(alg_name: str, proto: str, op: CommOp, ctx: Context, world_size: int,
     if alg_name in ("nvls", "multicast"):
         steps = 1
     hops_net = 0 if ctx.nodes == 1 else (
+        1 if alg_name == "collnet" else
         2 * (ctx.nodes.bit_length() - 1) if alg_name in ("nccl_tree", "nvls_tree") else
         2 * (ctx.nodes - 1) if op.kind == "all_reduce" else ctx.nodes - 1)
     t_bw = call_bandwidth_s(alg, mech, op, world_size, fabric)
@@ -246,6 +278,15 @@ def _cost(alg_name: str, proto: str, op: CommOp, ctx: Context, world_size: int,
         share = op.bytes_per_rank / 2 / max(alg.channels(op.kind, ctx) // 4, 1)
         chunks = max(1, min(math.ceil(share / (ll or TREE_CHUNK_MIN_BYTES)),
                             MAX_PIPELINE_CHUNKS))
+    elif alg_name in ("nvls", "multicast", "nvls_tree"):
+        # NVLS cuts the buffer into one slice per GPU of the node (its heads); each loop
+        # moves channels x chunk of every slice, which the simulation moves as one piece
+        chunk, nvls_nc = nvls_chunk_bytes(alg_name, S, ctx, topo)
+        heads = ctx.per_node if ctx.nodes > 1 and ctx.per_node > 0 else ctx.n
+        piece = (op.bytes_per_rank / max(heads, 1) if op.kind == "all_reduce"
+                 else alg.pipelined_bytes(op.kind, op.bytes_per_rank, ctx.n))
+        chunks = 1 if piece is None else max(1, min(math.ceil(piece / (chunk * nvls_nc)),
+                                                     MAX_PIPELINE_CHUNKS))
     else:
         chunks = alg.pipeline_chunks(op.kind, op.bytes_per_rank, ctx.n,
                                      ll or PIPELINE_CHUNK_BYTES)

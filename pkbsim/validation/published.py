@@ -12,9 +12,9 @@ how far the model is from each table. Pure: loads, computes, returns rows.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,11 @@ from pkbsim.task.schema import COMM_KINDS
 from pkbsim.topology.loader import apply_overrides, find_topology, parse_topology
 from pkbsim.topology.schema import Topology
 
+HALVES = ("fit", "report")
 REGIMES = ((0, 64 * 1024, "< 64 KiB"), (64 * 1024, 2**20, "64 KiB - 1 MiB"),
            (2**20, float("inf"), ">= 1 MiB"))
-ALGOS = {"ring": "ring", "tree": "nccl_tree", "nvls": "nvls", "nvlstree": "nvls_tree"}
+ALGOS = {"ring": "ring", "tree": "nccl_tree", "nvls": "nvls", "nvlstree": "nvls_tree",
+         "collnetchain": "collnet", "collnetdirect": "collnet", "collnet": "collnet"}
 PROTOS = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 
 
@@ -48,6 +50,14 @@ class Table:
     kind: str
     world_size: int
     rows: tuple[tuple[float, float], ...]  # (size_bytes as printed, time_us)
+    half: str = "report"  # fit or report (docs/measurements/nccl_tests_published.md)
+    nodes: int = 1  # NVLink domains the run spans (1: one node, however many GPUs)
+    fabric: str = "nvswitch"  # the network's fabric kind across nodes, else the scale-up one
+    excluded: str = ""  # why the source is in neither half (its own text shows a broken run)
+
+    @property
+    def scope(self) -> str:
+        return "one node" if self.nodes == 1 else "multi-node"
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,7 @@ class Row:
     measured_us: float
     predicted_us: float | None
     error: str | None = None
+    protocol: str | None = None  # the protocol NCCL ran the call with
 
     @property
     def rel_error(self) -> float | None:
@@ -88,6 +99,9 @@ def load_tables(folder: str | Path) -> list[Table]:
                 whole.append((section, dict(value)))
         model.raw("why", None)
         model.done()
+        half = f.text("half", choices=HALVES)
+        excluded = f.text("excluded") if f.has("excluded") else ""
+        f.raw("excluded", None)
         env = tuple(sorted((str(k), str(v)) for k, v in src.items("env")))
         machine = (f"{src.text('gpu')} {src.integer('nodes', lo=1)} x "
                    f"{src.integer('gpus_per_node', lo=1)}")
@@ -109,9 +123,23 @@ def load_tables(folder: str | Path) -> list[Table]:
                 rows.append((float(row[0]), float(row[1])))
             t.done()
             out.append(Table(str(path), machine, url, version, topology, sets, tuple(whole),
-                             env, kind, world, tuple(rows)))
+                             env, kind, world, tuple(rows), half, excluded=excluded))
         f.done()
-    return out
+    return [_placed(t) for t in out]
+
+
+def _placed(table: Table) -> Table:
+    """The table with the node count and fabric kind of the topology that models it."""
+    try:
+        _strategy, sets = strategy_for(table)
+        topo = topology_for(table, sets)
+    except PkbsimError:
+        return table  # predict_row reports it
+    g = topo.gpus_per_node
+    nodes = -(-table.world_size // g)
+    fabric = (topo.scale_out.fabric if nodes > 1 and topo.scale_out is not None
+              else topo.scale_up.fabric)
+    return replace(table, nodes=nodes, fabric=fabric)
 
 
 def strategy_for(table: Table) -> tuple[Strategy, dict[str, Any]]:
@@ -147,25 +175,36 @@ def topology_for(table: Table, sets: Mapping[str, Any]) -> Topology:
     return parse_topology(merged, str(path), sha)
 
 
-def predict_row(table: Table, size: float, measured_us: float) -> Row:
+def predict_row(table: Table, size: float, measured_us: float,
+                extra_sets: Mapping[str, Any] | None = None) -> Row:
+    """One row predicted; ``extra_sets`` are topology fields set on top of the table's own
+    (the fit tries constants this way)."""
     try:
         strategy, sets = strategy_for(table)
-        topo = topology_for(table, sets)
+        topo = topology_for(table, {**sets, **(extra_sets or {})})
         per_rank = size / size_bytes(table.kind, 1.0, table.world_size)
         inst = instantiate(collective_spec(table.kind), table.world_size, "pkb",
                            {"size": max(per_rank, 1.0)})
-        t = simulate(inst, topo, strategy, SimOptions(iterations=3)).predicted_us
-        return Row(table, size, measured_us, t)
+        result = simulate(inst, topo, strategy, SimOptions(iterations=3))
+        choice = result.ops[0].choice if result.ops else None
+        return Row(table, size, measured_us, result.predicted_us,
+                   protocol=choice.protocol if choice is not None else None)
     except PkbsimError as exc:
         return Row(table, size, measured_us, None, exc.one_line())
 
 
-def _predict(args: tuple[Table, float, float]) -> Row:
+def _predict(args: tuple[Table, float, float, Mapping[str, Any] | None]) -> Row:
     return predict_row(*args)
 
 
 def predict_all(tables: Iterable[Table], jobs: int = 1) -> list[Row]:
-    work = [(t, s, m) for t in tables for s, m in t.rows if s > 0 and m > 0]
+    work = [(t, s, m, None) for t in tables for s, m in t.rows if s > 0 and m > 0]
+    return predict_many(work, jobs)
+
+
+def predict_many(work: Sequence[tuple[Table, float, float, Mapping[str, Any] | None]],
+                 jobs: int = 1) -> list[Row]:
+    """Rows (table, size, measured, extra sets) predicted, in order."""
     if jobs <= 1:
         return [_predict(w) for w in work]
     with ProcessPoolExecutor(jobs) as pool:
@@ -190,10 +229,14 @@ def summarize(rows: Iterable[Row], key: Mapping[str, Any] | None = None,
         if e is None:
             continue
         name = {"regime": r.regime, "kind": r.table.kind, "machine": r.table.machine,
-                "file": Path(r.table.file).name, "all": "all"}[by]
+                "file": Path(r.table.file).name, "all": "all", "half": r.table.half,
+                "scope": r.table.scope, "fabric": r.table.fabric,
+                "scope_regime": f"{r.table.scope}, {r.regime}"}[by]
         groups.setdefault(name, []).append(e)
     out = []
-    order = [name for _lo, _hi, name in REGIMES] if by == "regime" else sorted(groups)
+    order = ([name for _lo, _hi, name in REGIMES] if by == "regime" else
+             [f"{scope}, {name}" for scope in ("one node", "multi-node")
+              for _lo, _hi, name in REGIMES] if by == "scope_regime" else sorted(groups))
     for name in order:
         errs = groups.get(name)
         if not errs:

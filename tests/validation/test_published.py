@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,10 +32,14 @@ def test_environment_forces_the_run_s_choices() -> None:
     strategy, sets = strategy_for(tables["gb200x72-coreweave-nvl72.yaml"])
     assert sets["scale_up.in_switch_reduction"] is False
     assert strategy.host_model == "nccl-tests"
-    with pytest.raises(PkbsimError, match="COLLNETCHAIN has no model counterpart"):
-        strategy_for(tables["h100x96-coreweave-sharp.yaml"])
-    row = predict_row(tables["h100x96-coreweave-sharp.yaml"], 2**30, 1000.0)
-    assert row.predicted_us is None and "COLLNETCHAIN" in (row.error or "")
+    sharp = tables["h100x96-coreweave-sharp.yaml"]
+    strategy, _ = strategy_for(sharp)
+    assert strategy.overrides["call"].algorithm == "collnet"
+    pat = replace(sharp, env=(("NCCL_ALGO", "PAT"),))
+    with pytest.raises(PkbsimError, match="PAT has no model counterpart"):
+        strategy_for(pat)
+    row = predict_row(pat, 2**30, 1000.0)
+    assert row.predicted_us is None and "PAT" in (row.error or "")
 
 
 def test_a_large_single_node_all_reduce_is_within_ten_percent() -> None:
