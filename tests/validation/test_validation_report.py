@@ -169,7 +169,10 @@ def test_nccl_ring_all_reduce_closed_form(cal: Topology) -> None:
     m = m_("nccl_collective", size, collective="all_reduce", world_size=w, nccl_algo="Ring",
            nccl_proto="Simple")
     simple = cal.mechanisms["nccl_simple"]
-    expected = (1.1 + simple.latency_us + 2 * (w - 1) * simple.step_latency_us
+    # each ring step also pays what a Simple step over NVSwitch costs beyond NCCL's constant
+    # (the fabric kind's step_latency_us, docs/metrics.md 9.8)
+    hop = simple.step_latency_us + cal.scale_up.step_latency_us["Simple"]
+    expected = (1.1 + simple.latency_us + 2 * (w - 1) * hop
                 + 2 * (w - 1) / w * size / (simple.efficiency * 450e9) / US)
     assert _t_us(m, cal) == pytest.approx(expected, rel=1e-9)
     assert "ring/Simple" in str(explain(m, cal))
@@ -180,7 +183,8 @@ def test_nccl_size_is_nccl_tests_s(cal: Topology) -> None:
     m = m_("nccl_collective", s, collective="all_gather", world_size=w, nccl_algo="ring",
            nccl_proto="simple")
     simple = cal.mechanisms["nccl_simple"]
-    expected = (1.1 + simple.latency_us + (w - 1) * simple.step_latency_us
+    hop = simple.step_latency_us + cal.scale_up.step_latency_us["Simple"]
+    expected = (1.1 + simple.latency_us + (w - 1) * hop
                 + (w - 1) * (s / w) / (simple.efficiency * 450e9) / US)
     assert _t_us(m, cal) == pytest.approx(expected, rel=1e-9)
 
