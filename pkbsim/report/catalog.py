@@ -13,6 +13,7 @@ from pkbsim.datafiles import display_path
 from pkbsim.errors import PkbsimError
 from pkbsim.report.text import to_text
 from pkbsim.task.schema import CommOp, TaskInstance, TaskSpec
+from pkbsim.topology.fabric_kinds import fabric_kinds
 from pkbsim.topology.schema import Topology
 from pkbsim.units import format_bytes
 
@@ -37,11 +38,20 @@ def topology_list(topologies: Sequence[tuple[str, Topology | PkbsimError]]) -> s
     return to_text(table, width=200)
 
 
+# fields a topology takes from its fabric kinds unless the file sets (and sources) them
+KIND_FIELDS = {"scale_up.step_latency_us": "scale_up", "scale_out.step_latency_us": "scale_out"}
+
+
 def _source(topo: Topology, path: str) -> str:
     best = ""
     for key in topo.sources:
         if (path == key or path.startswith(key + ".")) and len(key) > len(best):
             best = key
+    for field, section in KIND_FIELDS.items():
+        if (path == field or path.startswith(field + ".")) and not best.startswith(field):
+            kind = getattr(topo, section).fabric
+            return (f"fabric kind {kind} (topologies/fabrics/{kind}.yaml): "
+                    f"{fabric_kinds()[kind].source}")
     return topo.sources.get(best, "")
 
 

@@ -141,6 +141,11 @@ def test_topo_and_tasks_commands(cli) -> None:
     assert r.code == 0 and "dgx-h100" in r.out and "450" in r.out
     r = cli("topo", "show", "dgx-h100")
     assert r.code == 0 and "scale_up.link_bandwidth_GBps" in r.out and "[S2]" in r.out
+    r = cli("topo", "show", "h100-ib-2node")
+    assert r.code == 0 and "scale_out.fabric" in r.out and "infiniband" in r.out
+    # a step cost the file does not set is its fabric kind's, sourced from the kind's file
+    assert "fabric kind infiniband (topologies/fabrics/infiniband.yaml)" in r.out
+    assert "fabric kind nvswitch (topologies/fabrics/nvswitch.yaml)" in r.out
     r = cli("tasks", "list")
     assert r.code == 0 and "vocab_parallel_log_prob_topk_chunked" in r.out and "grpo" in r.out
     r = cli("tasks", "show", "grpo", "--world-size", "4")
