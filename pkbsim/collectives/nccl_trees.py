@@ -6,7 +6,7 @@ NVLSTree). Traffic formulas: docs/metrics.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from pkbsim.collectives.algorithms import rail_tree, rail_tree_result, tree_channel, tree_positions
 from pkbsim.collectives.base import (
@@ -101,6 +101,34 @@ class NcclTree(Algorithm):
                                 bool(down), (rail, which))
 
 
+def _node_nvls_flows(m: float, ctx: Context) -> list[Flow]:
+    """Inside each node: every GPU's multimem.ld_reduce of its 1/g slice and multimem.st of
+    the result (NVLS's traffic, section 1 of docs/metrics.md)."""
+    g = ctx.per_node
+    return [f for r in range(ctx.n) for f in (Flow(r, SWITCH, m + m / g, "intra"),
+                                                Flow(SWITCH, r, m / g + m, "intra"))]
+
+
+def _nvls_load(rank: int, here: tuple[int, ...], piece: float, chunks: int) -> Iterator[Prim]:
+    """multimem.ld_reduce of the rank's slice from every GPU of its node, chunk by chunk."""
+    for c in range(chunks):
+        yield (SEND, here, (rank,), piece, (c, "ld", rank))
+
+
+def _nvls_store(rank: int, here: tuple[int, ...], piece: float, chunks: int,
+                ready: Callable[[int], tuple[object, ...]]) -> Iterator[Prim]:
+    """multimem.st of each reduced chunk once ``ready(c)``'s data arrived."""
+    for c in range(chunks):
+        yield (WAITALL, ready(c))
+        yield (SEND, (rank,), here, piece, (c, "st", rank))
+
+
+def _nvls_collect(here: tuple[int, ...], chunks: int) -> Iterator[Prim]:
+    """Wait for every GPU of the node's store of each chunk."""
+    for c in range(chunks):
+        yield (WAITALL, tuple((c, "st", j) for j in here))
+
+
 @register
 class NvlsTree(Algorithm):
     """NVLSTree: in each node an NVLS reduce-scatter (multimem.ld_reduce of the rank's 1/g
@@ -118,9 +146,7 @@ class NvlsTree(Algorithm):
 
     def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
         g, k = ctx.per_node, ctx.nodes
-        flows: list[Flow] = []
-        for r in range(ctx.n):
-            flows += [Flow(r, SWITCH, m + m / g, "intra"), Flow(SWITCH, r, m / g + m, "intra")]
+        flows = _node_nvls_flows(m, ctx)
         for local in range(g):
             for which in (0, 1):
                 at, _ = tree_positions(k, which)
@@ -142,21 +168,16 @@ class NvlsTree(Algorithm):
         node, local = divmod(rank, g)
         here = tuple(node * g + j for j in range(g))
         piece = m / g / chunks  # this rank's slice of one chunk
-        if channel == 0:  # multimem.ld_reduce of the slice from every GPU of the node
-            for c in range(chunks):
-                yield (SEND, here, (rank,), piece, (c, "ld", rank))
+        if channel == 0:
+            yield from _nvls_load(rank, here, piece, chunks)
             return
         if channel == 6:
-            for c in range(chunks):
-                yield (WAITALL, tuple((c, "st", j) for j in here))
+            yield from _nvls_collect(here, chunks)
             return
         if channel == 5:  # multimem.st once both trees have brought the chunk back
-            for c in range(chunks):
-                tags: list[object] = [(c, "ld", rank)]
-                for which in (0, 1):
-                    tags += rail_tree_result(which, c, node, k, g, local)
-                yield (WAITALL, tuple(tags))
-                yield (SEND, (rank,), here, piece, (c, "st", rank))
+            yield from _nvls_store(rank, here, piece, chunks, lambda c: (
+                (c, "ld", rank), *rail_tree_result(0, c, node, k, g, local),
+                *rail_tree_result(1, c, node, k, g, local)))
             return
         which, down = divmod(channel - 1, 2)
         parent, kids = rail_tree(which, node, k, g, local)
@@ -165,7 +186,7 @@ class NvlsTree(Algorithm):
 
 
 @register
-class CollNet(Algorithm):
+class CollNet(NvlsTree):
     """NCCL's CollNet with in-network reduction (InfiniBand SHARP): in each node an NVLS
     reduce-scatter of the rank's 1/g slice, the slice sent once into the network and the
     reduced slice received once from it, then an NVLS all-gather. The switches' reduction is not
@@ -174,23 +195,13 @@ class CollNet(Algorithm):
     network step on the critical path."""
 
     name = "collnet"
-    kinds = ("all_reduce",)
-    hierarchical = True
-    needs_switch_reduction = True
     needs_network_reduction = True
     summary = "NVLS inside each node, in-network reduction across nodes (SHARP, NCCL CollNet)"
 
-    def pipelined_bytes(self, kind: str, m: float, n: int) -> float | None:
-        return m / max(n, 1)
-
     def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
         g, k = ctx.per_node, ctx.nodes
-        flows: list[Flow] = []
-        for r in range(ctx.n):
-            node, local = divmod(r, g)
-            flows += [Flow(r, SWITCH, m + m / g, "intra"), Flow(SWITCH, r, m / g + m, "intra"),
-                      Flow(r, (node + 1) % k * g + local, m / g, "inter")]
-        return flows
+        return _node_nvls_flows(m, ctx) + [
+            Flow(r, (r // g + 1) % k * g + r % g, m / g, "inter") for r in range(ctx.n)]
 
     def steps(self, kind: str, ctx: Context) -> int:
         return 3  # NVLS load, the network's reduction, NVLS store
@@ -206,19 +217,14 @@ class CollNet(Algorithm):
         piece = m / g / chunks
         prev = (node - 1) % k * g + local
         nxt = (node + 1) % k * g + local
-        if channel == 0:  # multimem.ld_reduce of the slice from every GPU of the node
-            for c in range(chunks):
-                yield (SEND, here, (rank,), piece, (c, "ld", rank))
-            return
-        if channel == 1:  # the node's partial slice into the network
+        if channel == 0:
+            yield from _nvls_load(rank, here, piece, chunks)
+        elif channel == 1:  # the node's partial slice into the network
             for c in range(chunks):
                 yield (WAITALL, ((c, "ld", rank),))
                 yield (SEND, (rank,), (nxt,), piece, (c, "net", rank))
-            return
-        if channel == 2:  # multimem.st once the reduced slice is back
-            for c in range(chunks):
-                yield (WAITALL, ((c, "ld", rank), (c, "net", prev)))
-                yield (SEND, (rank,), here, piece, (c, "st", rank))
-            return
-        for c in range(chunks):
-            yield (WAITALL, tuple((c, "st", j) for j in here))
+        elif channel == 2:  # multimem.st once the reduced slice is back
+            yield from _nvls_store(rank, here, piece, chunks,
+                                   lambda c: ((c, "ld", rank), (c, "net", prev)))
+        else:
+            yield from _nvls_collect(here, chunks)

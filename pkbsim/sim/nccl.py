@@ -206,9 +206,14 @@ def latencies_us(alg_name: str, proto: str, kind: str, ctx: Context, topo: Topol
     has them (what it picks by); otherwise each hop also pays what a step over its fabric
     costs beyond the tuner's constant (the fabric kinds' ``step_latency_us``; across the
     network twice for Simple, as NCCL adds its net latency twice for Simple's flush)."""
-    base, hop, net = _tuner_latencies_us(alg_name, proto, kind, ctx, topo)
-    if not real:
-        return base, hop, net
+    tuner = _tuner_latencies_us(alg_name, proto, kind, ctx, topo)
+    return _with_fabric_steps(tuner, proto, ctx, topo) if real else tuner
+
+
+def _with_fabric_steps(tuner: tuple[float, float, float], proto: str, ctx: Context,
+                       topo: Topology) -> tuple[float, float, float]:
+    """The tuner's (base, hop, net) with each hop's real extra cost over its fabric."""
+    base, hop, net = tuner
     hop += topo.scale_up.step_latency_us.get(proto, 0.0)
     if topo.scale_out is not None and ctx.nodes > 1:
         net += topo.scale_out.step_latency_us * (2 if proto == "Simple" else 1)
@@ -245,7 +250,8 @@ def _cost(alg_name: str, proto: str, op: CommOp, ctx: Context, world_size: int,
     # NCCL's NVLS kernels (all-reduce, reduce-scatter, all-gather) move data with multimem
     mech_name = "nvls_multimem" if alg_name in NVLS_ALGOS else PROTOCOLS[proto]
     mech = topo.mechanisms[mech_name]
-    base, hop, net = latencies_us(alg_name, proto, op.kind, ctx, topo, real=False)
+    tuner = _tuner_latencies_us(alg_name, proto, op.kind, ctx, topo)
+    base, hop, net = tuner
     steps = alg.steps(op.kind, ctx)
     if alg_name in ("nvls", "multicast"):
         steps = 1
@@ -291,6 +297,6 @@ def _cost(alg_name: str, proto: str, op: CommOp, ctx: Context, world_size: int,
         chunks = alg.pipeline_chunks(op.kind, op.bytes_per_rank, ctx.n,
                                      ll or PIPELINE_CHUNK_BYTES)
     # NCCL picks by its tuner's numbers; the call then pays what its fabrics really cost
-    base, hop, net = latencies_us(alg_name, proto, op.kind, ctx, topo)
+    base, hop, net = _with_fabric_steps(tuner, proto, ctx, topo)
     return NcclChoice(alg_name, proto, mech.name, chunks, base * US,
                       hop * US, net * US, estimate, nc, cap)
