@@ -266,7 +266,9 @@ def roofline(inst: TaskInstance, topo: Topology) -> Roofline:
     # group of one rank (no peer to reach, and its output may be its input)
     work = any(op.repeat > 0 and (isinstance(op, ComputeOp) or op.group_size > 1)
                for op in inst.ops)
-    t_floor = (topo.latency.kernel_launch_us * US if work else 0.0) + t_sync
+    # the cheapest launch there is: in a graph, or eager where a topology measured that cheaper
+    launch_us = min(topo.latency.kernel_launch_us, topo.latency.eager_kernel_us)
+    t_floor = (launch_us * US if work else 0.0) + t_sync
     terms = {"comm": t_comm, "memory": t_mem, "compute": t_comp, "latency": t_floor}
     binding = max(terms, key=lambda k: terms[k])
     comm_variants = {"t_comm_line_rate": _max(line)[0],

@@ -79,3 +79,17 @@ def test_steady_state_holds_when_the_host_costs_nothing(host_us: float, iteratio
     assert result.predicted_us >= roof_us
     start, end = result.window_us
     assert end - start == pytest.approx(result.predicted_us, abs=1e-5)
+
+
+def test_a_kernel_launched_eagerly_cheaper_than_in_a_graph_stays_above_the_floor() -> None:
+    """Found by the property above: with eager_launch_us (1) under kernel_launch_us (3) the
+    floor charged the graph launch while the best kernel paid the eager one (2.66 < 3.83 us);
+    the floor is now the cheaper launch."""
+    topo = load_topology("dgx-h100", {"latency.kernel_launch_us": 3.0,
+                                      "latency.eager_launch_us": 1.0,
+                                      "latency.nccl_launch_us": 1.0})
+    inst = instantiate(collective_spec("all_reduce"), 2, "pkb", {"size": 1})
+    roof_us = roofline(inst, topo).t_roof_s * 1e6
+    result = simulate(inst, topo, Strategy("custom_best", host_model="nccl-tests"),
+                      SimOptions(iterations=2))
+    assert result.predicted_us >= roof_us
