@@ -17,8 +17,11 @@ one slow iteration) and, on CUDA with --profile-iters N > 0, what one call costs
 to issue it (N calls without synchronising, then one synchronisation), and under torch.profiler
 the kernels (and copies) per call, the NCCL kernels among them, the GPU's busy time (union of
 their intervals) and the host operators with the most self time (inflated by the profiler;
-for ranking). Between problems the process frees what it can (gc, the caching allocator) and
-records the GPU's free memory, so that a problem that leaks (say, a communicator per call) is seen.
+for ranking), each call's time between CUDA events under the profiler (``call_event_us``),
+and the profiled calls' Kineto trace, kept as ``rank_<r>_trace.json.gz`` beside the perf file
+(validate/pkb_run.py says how, and how it is bounded). Between problems the process frees
+what it can (gc, the caching allocator) and records the GPU's free memory, so that a problem
+that leaks (say, a communicator per call) is seen.
 """
 
 from __future__ import annotations
@@ -83,13 +86,14 @@ def merged(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def call_profile(fn: Any, inputs: tuple[Any, ...], iters: int) -> dict[str, Any]:
-    """Host issue time, kernels and GPU busy time per call (no GPU: no kernels)."""
+def call_profile(fn: Any, inputs: tuple[Any, ...], iters: int,
+                 trace_path: Path | None = None) -> dict[str, Any]:
+    """Host issue time, kernels and GPU busy time per call (no GPU: no kernels); with
+    ``trace_path``, the profiled calls' Kineto trace kept there (pkb_run.keep_trace)."""
     import torch
-    from torch.profiler import DeviceType, ProfilerActivity, profile
+    from torch.profiler import DeviceType
 
     cuda = torch.cuda.is_available()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
 
     def sync() -> None:
         if cuda:
@@ -103,17 +107,17 @@ def call_profile(fn: Any, inputs: tuple[Any, ...], iters: int) -> dict[str, Any]
     issued = time.perf_counter()
     sync()
     done = time.perf_counter()
-    with profile(activities=activities) as prof:
-        for _ in range(iters):
-            fn(*inputs)
-        sync()
-    gpu = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    prof, call_us = pkb_run.profiled_run(fn, inputs, cuda, iters)
+    gpu = [e for e in prof.events() if e.device_type == DeviceType.CUDA
+           and pkb_run.event_kind(e) in ("kernel", "memcpy", "memset")]
     spans = [(e.time_range.start, e.time_range.end) for e in gpu]
     cpu = sorted((e for e in prof.key_averages() if e.device_type == DeviceType.CPU),
                  key=lambda e: -e.self_cpu_time_total)
     top = [[e.key, round(e.self_cpu_time_total / iters, 2), e.count / iters]
            for e in cpu[:TOP_HOST_OPS]]
-    return {"top_host_ops": top,  # [name, self host µs per call (profiled), calls per call]
+    kept = pkb_run.keep_trace(prof, trace_path) if trace_path is not None else {}
+    return {**kept, "call_event_us": call_us,
+            "top_host_ops": top,  # [name, self host µs per call (profiled), calls per call]
             "host_issue_us": (issued - start) / iters * 1e6,
             "host_wall_us": (done - start) / iters * 1e6,
             "gpu_ops_per_call": len(gpu) / iters,
@@ -135,10 +139,12 @@ def tidy() -> dict[str, float]:
 
 
 def profiled(args: Any, rank: int, world_size: int, dev: Any, iters: int) -> dict[str, Any]:
-    """call_profile of the reference on trial 0's inputs; a failure is noted, not raised."""
+    """call_profile of the reference on trial 0's inputs, its trace kept beside its perf file
+    (``rank_<r>_trace.json.gz``); a failure is noted, not raised."""
     try:
         fn = pkb_run.solution_of(args.reference, "pkb_reference")
-        return call_profile(fn, pkb_run.input_maker(args, rank, world_size, dev)(0), iters)
+        return call_profile(fn, pkb_run.input_maker(args, rank, world_size, dev)(0), iters,
+                            Path(args.logs_dir) / f"rank_{rank}_trace.json.gz")
     except ProblemTimeout:
         raise
     except Exception as exc:

@@ -44,6 +44,12 @@ Without --solution it times the reference. What it does follows PKB's ``run_loca
   ``_c10d_functional::*``: at W = 1 NCCL's all-reduce launches no kernel, so only these show
   that it was called). ``per_call`` is a count over N. A profiler failure does not fail the
   run: the file then holds ``error`` and empty lists. On CPU the device lists are empty.
+  Each profiled call runs inside ``record_function("ProfilerStep#<i>")`` (i = 1..N, the name
+  torch.profiler's own schedule gives each step) with a CUDA event recorded before the first
+  and after each call, as the timed loop does: ``call_event_us`` lists each call's time between
+  its two events. The profiler's Chrome/Kineto trace of those N calls is written beside it as
+  ``rank_<r>_trace.json.gz`` (``trace_file`` names it) unless it exceeds TRACE_MAX_BYTES
+  compressed (``trace_error`` then says so and no trace is kept).
 - Status, per rank: ``--status-dir/rank_<r>.json`` is rewritten at each phase (pid, phase,
   status running/ok/wrong/crash, error, time_s): the runner tells a wrong result from a crash
   by it, the first rank to crash from those that failed after it, and where each rank was when
@@ -86,6 +92,8 @@ RUNTIME_PREFIXES = ("cudaMemcpy", "cuMemcpy", "cudaLaunchKernel", "cuLaunchKerne
 COLLECTIVE_PREFIXES = ("c10d::", "_c10d_functional::")  # PyTorch's collective ops, on the host
 DEVICE_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 SKIPPED_ACTIVITIES = ("gpu_user_annotation", "cuda_sync", "cuda_event")  # kineto's names
+TRACE_MAX_BYTES = 16 * 1024**2  # a rank's kept trace, gzip-compressed
+STEP_NAME = "ProfilerStep#{}"  # torch.profiler's step annotation, which pkbsim's reader splits on
 
 
 class WrongOutput(Exception):
@@ -272,20 +280,67 @@ def time_solution(fn: Callable[..., Any], args: tuple[Any, ...], cuda: bool, war
 # --- profile -----------------------------------------------------------------------------------
 
 def profile_record(fn: Callable[..., Any], args: tuple[Any, ...], dev: torch.device,
-                   iters: int) -> dict[str, Any]:
+                   iters: int, trace_path: Path | None = None) -> dict[str, Any]:
     """What ran in ``iters`` calls of ``fn``, per call (the fields after ``solution`` in
-    rank_<r>_profile.json); a profiler failure gives ``error`` and empty lists."""
+    rank_<r>_profile.json); a profiler failure gives ``error`` and empty lists. With
+    ``trace_path`` the profiler's Kineto trace is kept there (bounded, see TRACE_MAX_BYTES)."""
     cuda = dev.type == "cuda"
     head: dict[str, Any] = {"device": dev.type, "iterations": iters,
                             "torch_version": torch.__version__, "nccl_version": nccl_version(cuda)}
     empty: dict[str, Any] = {"kernels": [], "nccl_kernels": [], "memcpy": [], "memset": [],
                              "runtime": [], "collectives": []}
     try:
-        events = profiled_events(fn, args, cuda, iters)
-        return {**head, **summarize_events(events, iters)}
+        prof, call_us = profiled_run(fn, args, cuda, iters)
+        out = {**head, **summarize_events(list(prof.events()), iters), "call_event_us": call_us}
     except Exception as exc:  # the run's result stands without its profile
         traceback.print_exc()
         return {**head, **empty, "error": one_line(f"{type(exc).__name__}: {exc}")}
+    if trace_path is not None:
+        out.update(keep_trace(prof, trace_path))
+    return out
+
+
+def keep_trace(prof: Any, path: Path) -> dict[str, Any]:
+    """Export the Kineto trace to ``path`` (.json.gz); drop it past TRACE_MAX_BYTES."""
+    try:
+        prof.export_chrome_trace(str(path))
+    except Exception as exc:  # the profile stands without its trace
+        return {"trace_file": None, "trace_error": one_line(f"{type(exc).__name__}: {exc}")}
+    size = path.stat().st_size
+    if size > TRACE_MAX_BYTES:
+        path.unlink()
+        return {"trace_file": None, "trace_error": f"trace of {size} B compressed exceeds "
+                f"{TRACE_MAX_BYTES} B (TRACE_MAX_BYTES); profile fewer calls"}
+    return {"trace_file": path.name, "trace_bytes": size}
+
+
+def profiled_run(fn: Callable[..., Any], args: tuple[Any, ...], cuda: bool, iters: int
+                 ) -> tuple[Any, list[float] | None]:
+    """The profiler over ``iters`` calls, after one untimed call, each call a ProfilerStep
+    annotation between two CUDA events; and each call's time between its events (µs)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    fn(*args)
+    sync()
+    dist.barrier()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)] if cuda else []
+    with profile(activities=activities) as prof:
+        if cuda:
+            marks[0].record()
+        for i in range(iters):
+            with record_function(STEP_NAME.format(i + 1)):
+                fn(*args)
+            if cuda:
+                marks[i + 1].record()
+        sync()
+    call_us = ([marks[i].elapsed_time(marks[i + 1]) * 1e3 for i in range(iters)]
+               if cuda else None)
+    return prof, call_us
 
 
 def nccl_version(cuda: bool) -> str | None:
@@ -301,21 +356,7 @@ def nccl_version(cuda: bool) -> str | None:
 def profiled_events(fn: Callable[..., Any], args: tuple[Any, ...], cuda: bool, iters: int
                     ) -> list[Any]:
     """The profiler's events of ``iters`` calls, after one untimed call."""
-    from torch.profiler import ProfilerActivity, profile
-
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize()
-
-    fn(*args)
-    sync()
-    dist.barrier()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
-        for _ in range(iters):
-            fn(*args)
-        sync()
-    return list(prof.events())
+    return list(profiled_run(fn, args, cuda, iters)[0].events())
 
 
 def event_kind(event: Any) -> str | None:
@@ -524,7 +565,8 @@ def run(args: argparse.Namespace, status: Status, rank: int, world_size: int,
     (logs / f"rank_{rank}_perf.json").write_text(json.dumps(record, indent=2))
     if args.profile_iters > 0:
         status.update(phase="profile")
-        profile = profile_record(candidate, make_inputs(0), dev, args.profile_iters)
+        profile = profile_record(candidate, make_inputs(0), dev, args.profile_iters,
+                                 logs / f"rank_{rank}_trace.json.gz")
         profile = {"schema": PROFILE_SCHEMA, "rank": rank, "world_size": world_size,
                    "variant": status.state["variant"], "solution": args.solution, **profile}
         (logs / f"rank_{rank}_profile.json").write_text(json.dumps(profile, indent=1))
