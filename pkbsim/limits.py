@@ -77,7 +77,9 @@ CPU_RANKS = Limit("cpu_ranks", 64, "PKBSIM_MAX_CPU_RANKS",
 TRACE_LOG_BYTES = Limit("trace_log_bytes", 4 * 2**20, "PKBSIM_MAX_TRACE_LOG_BYTES",
                         "bytes of a tracing job's output kept in its log (the first ones and "
                         "the last 64 KiB)")
+KINETO_TRACE_BYTES = Limit("kineto_trace_bytes", 512 * 2**20, "PKBSIM_MAX_KINETO_TRACE_BYTES",
+                           "bytes of one PyTorch profiler (Kineto) trace, after decompression")
 
 LIMITS = (SIM_NODES, SIM_FLOWS, SIM_CALLS, TASK_OPS, SWEEP_POINTS, AXIS_VALUES, INPUT_BYTES,
           SOURCE_BYTES, SOURCE_FILES, SOURCE_TOTAL_BYTES, WALK_ENTRIES, NESTING, RANK_FILE_BYTES,
-          CPU_RANKS, TRACE_LOG_BYTES)
+          CPU_RANKS, TRACE_LOG_BYTES, KINETO_TRACE_BYTES)

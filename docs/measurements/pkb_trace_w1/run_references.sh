@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PKB's references at W = 1 on one H100, timed as PKB times them, each with 10 more calls
+# PKB's references at W = 1 on one H100 or H200 (the console says which), timed as PKB times them, each with 10 more calls
 # profiled and their Kineto trace kept (validate/pkb_references.py --profile-iters 10:
 # logs/problem_<stem>/reference/rank_0_{perf,profile}.json and rank_0_trace.json.gz).
 # Run from the repository root on the GPU machine, with .dev/pkb an export of
