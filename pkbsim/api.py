@@ -646,37 +646,49 @@ def compare(problem: str | int | None = None, *, measured: PathArg | None = None
             measured_us: float | None = None, solution: PathArg | None = None,
             solutions: PathArg | None = None, topology: PathArg = DEFAULT_TOPOLOGY,
             world_size: int | None = None, preset: str = "pkb", simulate_fixes: bool = True,
-            trace_on_demand: bool = True, pkb_root: PathArg | None = None) -> ComparisonReport:
+            trace_on_demand: bool = True, pkb_root: PathArg | None = None,
+            measured_trace: PathArg | None = None, call_marker: str | None = None
+            ) -> ComparisonReport:
     """Measured kernels against the roofline and the simulator, the gap split into ranked
     causes: ``pkbsim compare``.
 
     ``measured``: a PKB logs folder or CSV; or ``problem`` with ``measured_us``; ``solution``
     (one file, with ``problem``) or ``solutions`` (a folder): the candidates, inspected for the
     causes; ``simulate_fixes``: also simulate the time after each fix (slower);
-    ``trace_on_demand``, ``pkb_root``: as :func:`analyze`."""
+    ``trace_on_demand``, ``pkb_root``: as :func:`analyze`; ``measured_trace``: PyTorch
+    profiler (Kineto) traces, a file or a folder, whose calls are split into terms beside the
+    model's (they give the measured times where ``measured`` and ``measured_us`` are absent);
+    ``call_marker``: the range that is one call where a trace has no ``ProfilerStep``."""
     from pkbsim.comparator.comparison import compare_measured
     from pkbsim.topology.loader import load_topology as load
     from pkbsim.trace.on_demand import on_demand
 
     name = None if problem is None else _task(problem, "problem")
     paths = {arg: _opt_file(value, arg) for arg, value in (
-        ("measured", measured), ("solution", solution), ("solutions", solutions))}
+        ("measured", measured), ("solution", solution), ("solutions", solutions),
+        ("measured_trace", measured_trace))}
     if measured_us is not None:
         check_option(measured_us, "measured_us", "--measured-us")
+    marker = None if call_marker is None else _text(call_marker, "call_marker")
     w, topo, fixes = _world_size(world_size), _name(topology, "topology"), _flag(
         simulate_fixes, "simulate_fixes")
     demand = on_demand(_flag(trace_on_demand, "trace_on_demand"), _opt_file(pkb_root, "pkb_root"))
-    check_compare(name, paths["measured"], measured_us, paths["solution"], paths["solutions"])
+    check_compare(name, paths["measured"], measured_us, paths["solution"], paths["solutions"],
+                  paths["measured_trace"])
     return ComparisonReport(compare_measured(
         name, paths["measured"], measured_us, paths["solution"], paths["solutions"],
-        load(topo), w, _text(preset, "preset"), fixes, demand))
+        load(topo), w, _text(preset, "preset"), fixes, demand, paths["measured_trace"], marker))
 
 
 def check_compare(problem: str | None, measured: Path | None, measured_us: float | None,
-                  solution: Path | None, solutions: Path | None) -> None:
+                  solution: Path | None, solutions: Path | None,
+                  measured_trace: Path | None = None) -> None:
     """The combinations ``pkbsim compare`` accepts, or a UsageError."""
-    if (measured is None) == (measured_us is None):
-        raise UsageError("give either --measured LOGS|CSV or --measured-us TIME")
+    if measured is not None and measured_us is not None:
+        raise UsageError("give either --measured LOGS|CSV or --measured-us TIME, not both")
+    if measured is None and measured_us is None and measured_trace is None:
+        raise UsageError("give --measured LOGS|CSV, --measured-us TIME or --measured-trace "
+                         "FILE|DIR")
     if measured_us is not None and problem is None:
         raise UsageError("--measured-us needs --problem")
     if solution is not None and problem is None:

@@ -2,6 +2,8 @@
 
 One problem: ``--problem P`` with ``--measured-us T`` (one candidate) or ``--measured LOGS|CSV``
 (its reference and candidates), optionally ``--solution FILE`` to inspect the candidate.
+``--measured-trace FILE|DIR`` adds each call's measured time split from its Kineto trace, beside
+the model's (and gives the measured times where no other option does).
 A directory: ``--measured LOGS|CSV`` without ``--problem``, every problem in it, optionally
 ``--solutions DIR`` holding ``<problem stem>_<backend>.py``.
 """
@@ -60,12 +62,21 @@ def compare(
              "measured time marked (.png).")] = None,
     trace_on_demand: TraceOnDemand = True,
     pkb_root: PkbRoot = None,
+    measured_trace: Annotated[Path | None, typer.Option(
+        "--measured-trace", help="PyTorch profiler (Kineto) traces: a trace file, or a folder "
+        "(pkbsim run's logs, PKB's traces/): each call's measured time split into host, "
+        "syncs, kernel kinds and communication, beside the model's split.")] = None,
+    call_marker: Annotated[str | None, typer.Option(
+        "--call-marker", help="With --measured-trace: the record_function range, operator "
+        "or Python function that is one call (default: ProfilerStep#N, else solution()).")]
+        = None,
 ) -> None:
     """Measured kernels against the roofline and the simulator: attainment, speedup over
     PKB's reference, and the gap split into ranked causes with the fix to try for each."""
     compare_command(problem, measured, measured_us, solution, solutions, topology, world_size,
                     preset, fmt.value, out, plot, timeline=timeline, command=command_line(ctx),
-                    trace_on_demand=trace_on_demand, pkb_root=pkb_root)
+                    trace_on_demand=trace_on_demand, pkb_root=pkb_root,
+                    measured_trace=measured_trace, call_marker=call_marker)
 
 
 def compare_command(problem: str | None, measured: Path | None, measured_us: float | None,
@@ -73,7 +84,9 @@ def compare_command(problem: str | None, measured: Path | None, measured_us: flo
                     world_size: int | None, preset: str, fmt: str, out: Path | None,
                     plot: Path | None, *, simulate_fixes: bool = True,
                     timeline: Path | None = None, command: str = "pkbsim compare",
-                    trace_on_demand: bool = True, pkb_root: Path | None = None) -> None:
+                    trace_on_demand: bool = True, pkb_root: Path | None = None,
+                    measured_trace: Path | None = None, call_marker: str | None = None
+                    ) -> None:
     """The command with ``fmt`` as text; ``simulate_fixes=False`` skips the simulated time
     after each fix (tests); ``command``: the command line an HTML page records."""
     from pkbsim import api
@@ -81,7 +94,8 @@ def compare_command(problem: str | None, measured: Path | None, measured_us: flo
     from pkbsim.report import compare_report as report
     from pkbsim.topology import load_topology
 
-    _check_options(problem, measured, measured_us, solution, solutions, fmt, plot)
+    _check_options(problem, measured, measured_us, solution, solutions, fmt, plot,
+                   measured_trace)
     if timeline is not None and (problem is None or timeline.suffix.lower() != ".png"):
         raise UsageError("--timeline needs --problem and a file ending in .png")
     for path, option in ((out, "--out"), (plot, "--plot"), (timeline, "--timeline")):
@@ -91,13 +105,15 @@ def compare_command(problem: str | None, measured: Path | None, measured_us: flo
                          solution=solution, solutions=solutions, topology=topology,
                          world_size=world_size, preset=preset,
                          simulate_fixes=simulate_fixes, trace_on_demand=trace_on_demand,
-                         pkb_root=pkb_root).result
+                         pkb_root=pkb_root, measured_trace=measured_trace,
+                         call_marker=call_marker).result
     png = report.comparison_plot(result) if fmt == "html" or plot is not None else b""
     text = {"table": report.render_table, "markdown": report.render_markdown,
             "json": report.render_json}.get(fmt)
     if text is None:
         inputs = [(name, path_input(path)) for name, path in (
-            ("measured", measured), ("solution", solution), ("solutions", solutions)) if path]
+            ("measured", measured), ("solution", solution), ("solutions", solutions),
+            ("measured-trace", measured_trace)) if path]
         inputs += topology_inputs([load_topology(topology)])
         write_output(report.render_html(result, png, provenance(command, result.topology,
                                                                 inputs)), out)
@@ -116,11 +132,11 @@ def compare_command(problem: str | None, measured: Path | None, measured_us: flo
 
 def _check_options(problem: str | None, measured: Path | None, measured_us: float | None,
                    solution: Path | None, solutions: Path | None, fmt: str,
-                   plot: Path | None) -> None:
+                   plot: Path | None, measured_trace: Path | None = None) -> None:
     from pkbsim.api import check_compare
 
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
-    check_compare(problem, measured, measured_us, solution, solutions)
+    check_compare(problem, measured, measured_us, solution, solutions, measured_trace)
     if plot is not None:
         image_format(plot, "--plot", (".png",))

@@ -25,14 +25,24 @@ from typing import TYPE_CHECKING, Any
 
 from pkbsim.comparator.gap import Gap, decompose, reference_inspection
 from pkbsim.comparator.reference import ReferenceModel, reference_model
+from pkbsim.comparator.timelines import (
+    TimelineComparison,
+    compare_timelines,
+    load_traces,
+    measurement_of,
+)
 from pkbsim.errors import PkbsimError, UsageError
 from pkbsim.inspection import Inspection, inspect_file
 from pkbsim.inspection.profile import Profile
 from pkbsim.inspection.reconcile import reconcile
 from pkbsim.pkb.logs import MeasuredSet, Measurement, from_value, load_measured
 from pkbsim.pkb.run_profile import load_run_profiles
-from pkbsim.task.loader import instantiate, load_task
+from pkbsim.task.loader import find_task, instantiate, load_task
 from pkbsim.task.schema import TaskInstance
+from pkbsim.timeline.breakdown import Breakdown
+from pkbsim.timeline.breakdown import decompose as split_timeline
+from pkbsim.timeline.events import Timeline
+from pkbsim.timeline.model import model_timeline
 from pkbsim.topology.schema import Topology
 
 if TYPE_CHECKING:
@@ -73,6 +83,7 @@ class Comparison:
     reference: VariantResult | None
     candidates: tuple[VariantResult, ...]
     reference_model: ReferenceModel  # what every nccl_reference time of this problem ran
+    timelines: tuple[TimelineComparison, ...] = ()  # measured traces beside the model
 
     @property
     def variants(self) -> tuple[VariantResult, ...]:
@@ -164,21 +175,53 @@ def summarize(comparisons: Sequence[Comparison]) -> tuple[MechanismSummary, ...]
 def compare_measured(problem: str | None, measured: Path | None, measured_us: float | None,
                      solution: Path | None, solutions: Path | None, topo: Topology,
                      world_size: int | None, preset: str, simulate_fixes: bool = True,
-                     on_demand: OnDemand | None = None) -> DirectoryComparison:
+                     on_demand: OnDemand | None = None, measured_trace: Path | None = None,
+                     call_marker: str | None = None) -> DirectoryComparison:
     """One problem (``problem`` with ``measured_us`` or a ``measured`` logs folder or CSV, and
     optionally its candidate's ``solution``), or every problem of ``measured`` (``solutions``
     holding ``<problem stem>_<backend>.py``). In a folder, a problem that cannot be compared
     (a world size its task refuses, ...) becomes an error row; the others are still compared.
-    ``on_demand``: trace the reference at an instance no shipped point is (docs/trace.md)."""
-    if (measured is None) == (measured_us is None):
+    ``on_demand``: trace the reference at an instance no shipped point is (docs/trace.md).
+    ``measured_trace``: Kineto traces (a file or folder) whose calls are split into terms
+    beside the model's; without ``measured`` or ``measured_us`` they give the measured times."""
+    traces = _traces(measured_trace, problem, call_marker)
+    if measured is not None and measured_us is not None:
         raise UsageError("give either --measured LOGS|CSV or --measured-us TIME")
+    if measured is None and measured_us is None and not traces:
+        raise UsageError("give --measured LOGS|CSV, --measured-us TIME or --measured-trace "
+                         "FILE|DIR")
     if problem is not None:
         return _one_problem(problem, measured, measured_us, solution, solutions, topo,
-                            world_size, preset, simulate_fixes, on_demand)
-    if measured is None:
+                            world_size, preset, simulate_fixes, on_demand, traces)
+    if measured_us is not None:
         raise UsageError("--measured-us needs --problem")
-    return _directory(load_measured(measured), solutions, topo, world_size, preset,
-                      simulate_fixes, measured, on_demand)
+    data = load_measured(measured) if measured is not None else _from_traces(
+        traces, str(measured_trace))
+    return _directory(data, solutions, topo, world_size, preset, simulate_fixes, measured,
+                      on_demand, traces)
+
+
+Traces = dict[tuple[str | None, str], list[Timeline]]
+
+
+def _traces(path: Path | None, problem: str | None, marker: str | None) -> Traces:
+    if path is None:
+        return {}
+    key = find_task(problem).stem if problem is not None else None
+    found = load_traces(path, key, marker)
+    if any(k[0] is None for k in found):
+        raise UsageError("a trace outside PKB's layout (logs/problem_<stem>/<backend>/...): "
+                         "name its problem with --problem", file=str(path))
+    return found
+
+
+def _from_traces(traces: Traces, source: str) -> MeasuredSet:
+    items = [measurement_of(p, v, tls) for (p, v), tls in traces.items() if p is not None]
+    return MeasuredSet(tuple(items), source)
+
+
+def _trace_measurements(traces: Traces, problem: str) -> list[Measurement]:
+    return [measurement_of(p, v, tls) for (p, v), tls in traces.items() if p == problem]
 
 
 def reference_timeline(comp: Comparison, topo: Topology) -> SimResult:
@@ -192,30 +235,37 @@ def reference_timeline(comp: Comparison, topo: Topology) -> SimResult:
 def _one_problem(problem: str, measured: Path | None, measured_us: float | None,
                  solution: Path | None, solutions: Path | None, topo: Topology,
                  world_size: int | None, preset: str, simulate_fixes: bool,
-                 on_demand: OnDemand | None) -> DirectoryComparison:
+                 on_demand: OnDemand | None, traces: Traces | None = None) -> DirectoryComparison:
+    traces = traces or {}
     if measured_us is not None:
         found = [from_value(measured_us, problem)]
         source = "--measured-us"
-    else:
-        assert measured is not None
+    elif measured is not None:
         data = load_measured(measured)
         found = data.for_problem(problem)
         source = data.source
         if not found:
             raise UsageError(f"no measured times for problem {problem!r} (it has "
                              f"{', '.join(data.problems())})", file=str(measured))
+    else:
+        key = find_task(problem).stem
+        found = _trace_measurements(traces, key)
+        source = "--measured-trace"
+        if not found:
+            raise UsageError(f"no trace of problem {problem!r} (the traces are of "
+                             f"{', '.join(sorted({str(k[0]) for k in traces}))})")
     inspections = _solution_for(found, solution, world_size) if solution is not None else (
         _from_folder(found, solutions, world_size) if solutions is not None else {})
     inspections = _reconciled(inspections, found, measured)
     comparison = _compare(found, inspections, topo, world_size, preset, simulate_fixes,
-                          on_demand)
+                          on_demand, traces)
     return DirectoryComparison(source, topo.name, (comparison,))
 
 
 def _directory(data: MeasuredSet, solutions: Path | None, topo: Topology,
                world_size: int | None, preset: str, simulate_fixes: bool,
-               measured: Path | None = None, on_demand: OnDemand | None = None
-               ) -> DirectoryComparison:
+               measured: Path | None = None, on_demand: OnDemand | None = None,
+               traces: Traces | None = None) -> DirectoryComparison:
     done: list[Comparison] = []
     errors: list[ProblemError] = []
     for problem in data.problems():
@@ -225,7 +275,7 @@ def _directory(data: MeasuredSet, solutions: Path | None, topo: Topology,
                 else {}
             inspections = _reconciled(inspections, found, measured)
             done.append(_compare(found, inspections, topo, world_size, preset,
-                                 simulate_fixes, on_demand))
+                                 simulate_fixes, on_demand, traces))
         except PkbsimError as exc:
             errors.append(ProblemError(problem, exc.one_line()))
     if not done:
@@ -236,7 +286,7 @@ def _directory(data: MeasuredSet, solutions: Path | None, topo: Topology,
 
 def _compare(found: list[Measurement], inspections: Mapping[str, Inspection], topo: Topology,
              world_size: int | None, preset: str, simulate_fixes: bool,
-             on_demand: OnDemand | None = None) -> Comparison:
+             on_demand: OnDemand | None = None, traces: Traces | None = None) -> Comparison:
     """The task at ``world_size``, else at the ranks measured, else at the preset's."""
     ranks = next((m.world_size for m in found if m.world_size is not None), None)
     w = world_size if world_size is not None else ranks
@@ -246,8 +296,45 @@ def _compare(found: list[Measurement], inspections: Mapping[str, Inspection], to
         from pkbsim.trace.on_demand import reference_for
 
         program = reference_for(inst, on_demand)
-    return compare_problem(inst, topo, found, inspections, simulate_fixes=simulate_fixes,
+    comp = compare_problem(inst, topo, found, inspections, simulate_fixes=simulate_fixes,
                            program=program)
+    mine = {v: tls for (p, v), tls in (traces or {}).items() if p == inst.spec.key}
+    if not mine:
+        return comp
+    return dataclasses.replace(comp, timelines=timeline_comparisons(comp, topo, mine))
+
+
+def timeline_comparisons(comp: Comparison, topo: Topology,
+                         traces: Mapping[str, Sequence[Timeline]]
+                         ) -> tuple[TimelineComparison, ...]:
+    """Each variant's traces split into terms, beside the model's split: the reference's
+    ``nccl_reference`` on the problem's reference model, a candidate's ``custom_best``."""
+    out = []
+    models: dict[bool, tuple[Breakdown | None, str]] = {}
+    for variant in sorted(traces, key=lambda v: (v != "reference", v)):
+        ref = variant == "reference"
+        if ref not in models:
+            models[ref] = _model_breakdown(comp, topo, ref)
+        model, label = models[ref]
+        out.append(compare_timelines(variant, traces[variant], model, label))
+    return tuple(out)
+
+
+def _model_breakdown(comp: Comparison, topo: Topology, reference: bool
+                     ) -> tuple[Breakdown | None, str]:
+    from pkbsim.sim import simulate
+    from pkbsim.sim.run import load_strategy
+
+    model = comp.reference_model
+    if reference:
+        result = model.simulate(topo)
+        program = model.program.program if model.program is not None else None
+        label = f"nccl_reference ({model.label})"
+    else:
+        result = simulate(model.inst, topo, load_strategy("custom_best"))
+        program = None
+        label = "custom_best (the best custom kernel for the task's ops)"
+    return split_timeline(model_timeline(result, program)).mean, label
 
 
 def _profile(found: list[Measurement], world_size: int | None) -> Profile:

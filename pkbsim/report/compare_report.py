@@ -19,6 +19,7 @@ from pkbsim.comparator.comparison import (
     VariantResult,
 )
 from pkbsim.comparator.gap import TERMS
+from pkbsim.comparator.timelines import TimelineComparison
 from pkbsim.files import json_text
 from pkbsim.report import html_page as page
 from pkbsim.report.html_page import Provenance
@@ -44,6 +45,23 @@ def to_dict(c: Comparison) -> dict[str, Any]:
         "reference_model": {"source": c.reference_model.source,
                             "label": c.reference_model.label},
         "variants": [_variant_dict(v) for v in c.variants],
+        "timelines": [_timeline_dict(t) for t in c.timelines],
+    }
+
+
+def _timeline_dict(t: TimelineComparison) -> dict[str, Any]:
+    m = t.measured
+    return {
+        "variant": t.variant, "files": list(t.files), "calls_found_by": t.how_calls,
+        "calls": t.calls, "ranks": t.ranks, "slowest_rank": t.slowest_rank,
+        "measured_call_us": m.total_us, "call_min_us": t.call_min_us,
+        "call_max_us": t.call_max_us, "cuda_event_call_us": t.event_mean_us,
+        "sum_error": t.sum_error, "communication_us": m.comm_us,
+        "overlapped_communication_us": m.overlapped_comm_us,
+        "host_launch_by_operator_us": m.host_ops,
+        "model": t.model_label,
+        "model_call_us": t.model.total_us if t.model is not None else None,
+        "terms": [dataclasses.asdict(r) for r in t.rows],
     }
 
 
@@ -84,6 +102,7 @@ _OVERVIEW_HEAD = ("problem", "variant", "measured us", "attainment", "speedup vs
                   "top cause")
 _CAUSE_HEAD = ("#", "cause", "us", "share", "evidence", "fix", "pred after fix us")
 _SUMMARY_HEAD = ("mechanism", "variants", "median attainment")
+_TIMELINE_HEAD = ("term", "measured us", "share", "model us", "model - measured us")
 
 
 def _us(x: float | None) -> str:
@@ -135,6 +154,35 @@ def _variant_title(c: Comparison, v: VariantResult) -> str:
             f"{_us(c.t_roof_us)} us = gap {_us(v.gap.gap_us)} us ({how})")
 
 
+def _timeline_title(c: Comparison, t: TimelineComparison) -> str:
+    return (f"{c.problem} / {t.variant}: where the measured time went (trace: {t.calls} calls "
+            f"by {t.how_calls}, rank {t.slowest_rank} of {t.ranks}) beside {t.model_label}")
+
+
+def _timeline_rows(t: TimelineComparison) -> list[list[str]]:
+    rows = [[r.title, _us(r.measured_us), f"{r.share:.0%}", _us(r.model_us), _us(r.diff_us)]
+            for r in t.rows]
+    model = t.model.total_us if t.model is not None else None
+    rows.append(["call (sum of the terms)", _us(t.measured.total_us), "100%", _us(model),
+                 _us(None if model is None else model - t.measured.total_us)])
+    return rows
+
+
+def _timeline_notes(t: TimelineComparison) -> list[str]:
+    m = t.measured
+    notes = [f"calls {_us(t.call_min_us)}-{_us(t.call_max_us)} us"]
+    if t.event_mean_us:
+        notes.append(f"the same calls by CUDA events: {_us(t.event_mean_us)} us (the terms' "
+                     f"sum is {t.sum_error:+.1%} of it)")
+    if m.comm_us > 0:
+        notes.append(f"communication {_us(m.comm_us)} us, of which {_us(m.overlapped_comm_us)} "
+                     "us hidden behind kernels")
+    top = [f"{name} {_us(us)}" for name, us in list(m.host_ops.items())[:4] if us > 0]
+    if top:
+        notes.append("host time by operator (us): " + ", ".join(top))
+    return notes
+
+
 def _head(result: DirectoryComparison) -> str:
     return (f"Measured against the roofline on {result.topology} ({result.source}); "
             "attainment = t_roof / measured; (pred) = pkbsim simulate")
@@ -154,6 +202,9 @@ def render_table(result: DirectoryComparison) -> str:
         for v in c.variants:
             parts += ["", _rich(_variant_title(c, v), _CAUSE_HEAD, _cause_rows(v))]
             parts += [f"  note: {n}" for n in v.gap.notes]
+        for t in c.timelines:
+            parts += ["", _rich(_timeline_title(c, t), _TIMELINE_HEAD, _timeline_rows(t))]
+            parts += [f"  {n}" for n in _timeline_notes(t)]
     if len(result.comparisons) > 1 or result.errors:
         parts += ["", _rich("Median attainment per mechanism", _SUMMARY_HEAD,
                             _summary_rows(result.summary))]
@@ -186,6 +237,10 @@ def render_markdown(result: DirectoryComparison) -> str:
             lines += ["", f"### {_variant_title(c, v)}", ""]
             lines += markdown_table(_CAUSE_HEAD, _cause_rows(v))
             lines += [""] + [f"- note: {n}" for n in v.gap.notes] if v.gap.notes else []
+        for t in c.timelines:
+            lines += ["", f"### {_timeline_title(c, t)}", ""]
+            lines += markdown_table(_TIMELINE_HEAD, _timeline_rows(t))
+            lines += [""] + [f"- {n}" for n in _timeline_notes(t)]
     lines += ["", "## Median attainment per mechanism", ""]
     lines += markdown_table(_SUMMARY_HEAD, _summary_rows(result.summary))
     if result.errors:
@@ -211,6 +266,11 @@ def render_html(result: DirectoryComparison, png: bytes, provenance: Provenance)
             body += [page.heading(_variant_title(c, v), 3),
                      page.table(_CAUSE_HEAD, _cause_rows(v), f"{c.problem} / {v.variant}")]
             body += [page.paragraph(f"note: {n}", "note") for n in v.gap.notes]
+        for t in c.timelines:
+            body += [page.heading(_timeline_title(c, t), 3),
+                     page.table(_TIMELINE_HEAD, _timeline_rows(t),
+                                f"{c.problem} / {t.variant} timeline")]
+            body += [page.paragraph(n, "note") for n in _timeline_notes(t)]
     body += [page.heading("Median attainment per mechanism"),
              page.table(_SUMMARY_HEAD, _summary_rows(result.summary), "per mechanism")]
     if result.errors:
