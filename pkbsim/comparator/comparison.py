@@ -39,9 +39,8 @@ from pkbsim.pkb.logs import MeasuredSet, Measurement, from_value, load_measured
 from pkbsim.pkb.run_profile import load_run_profiles
 from pkbsim.task.loader import find_task, instantiate, load_task
 from pkbsim.task.schema import TaskInstance
-from pkbsim.timeline.breakdown import Breakdown
+from pkbsim.timeline.breakdown import Breakdown, TimelineBreakdown
 from pkbsim.timeline.breakdown import decompose as split_timeline
-from pkbsim.timeline.events import Timeline
 from pkbsim.timeline.model import model_timeline
 from pkbsim.topology.schema import Topology
 
@@ -201,7 +200,7 @@ def compare_measured(problem: str | None, measured: Path | None, measured_us: fl
                       on_demand, traces)
 
 
-Traces = dict[tuple[str | None, str], list[Timeline]]
+Traces = dict[tuple[str | None, str], list[TimelineBreakdown]]
 
 
 def _traces(path: Path | None, problem: str | None, marker: str | None) -> Traces:
@@ -305,7 +304,7 @@ def _compare(found: list[Measurement], inspections: Mapping[str, Inspection], to
 
 
 def timeline_comparisons(comp: Comparison, topo: Topology,
-                         traces: Mapping[str, Sequence[Timeline]]
+                         traces: Mapping[str, Sequence[TimelineBreakdown]]
                          ) -> tuple[TimelineComparison, ...]:
     """Each variant's traces split into terms, beside the model's split: the reference's
     ``nccl_reference`` on the problem's reference model, a candidate's ``custom_best``."""

@@ -74,9 +74,9 @@ class TimelineComparison:
 
 
 def load_traces(path: Path, problem: str | None = None, call_marker: str | None = None
-                ) -> dict[tuple[str | None, str], list[Timeline]]:
-    """The traces under ``path`` by (task key or None, variant), each group's ranks sorted and
-    their collectives' waits for the last rank set."""
+                ) -> dict[tuple[str | None, str], list[TimelineBreakdown]]:
+    """The traces under ``path`` by (task key or None, variant), each group's ranks sorted,
+    their collectives' waits for the last rank set, and split into terms."""
     groups: dict[tuple[str | None, str], list[Timeline]] = {}
     for file in trace_files(path):
         key = _key_of(file, problem)
@@ -93,7 +93,7 @@ def load_traces(path: Path, problem: str | None = None, call_marker: str | None 
             raise TraceFileError(f"two traces of rank {_first_dup(ranks)} for "
                                  f"{key[0] or 'the problem'} / {key[1]} (keep one run per "
                                  "folder)", file=str(path))
-        out[key] = with_rank_waits(tls)
+        out[key] = [decompose(t) for t in with_rank_waits(tls)]
     return out
 
 
@@ -138,24 +138,23 @@ def _event_times(trace: Path, rank: int) -> tuple[float, ...] | None:
     return tuple(float(v) for v in values)
 
 
-def measurement_of(problem: str, variant: str, timelines: Sequence[Timeline]) -> Measurement:
+def measurement_of(problem: str, variant: str, parts: Sequence[TimelineBreakdown]
+                   ) -> Measurement:
     """The measured time the traces give (when no PKB log times the variant): per rank, the
     calls' CUDA-event mean where recorded, else the mean of the calls' windows."""
     per_rank = []
-    for tl in sorted(timelines, key=lambda t: t.rank):
-        if tl.event_call_us:
-            per_rank.append(statistics.fmean(tl.event_call_us))
-        else:
-            per_rank.append(decompose(tl).mean.total_us)
-    source = timelines[0].source if len(timelines) == 1 else str(Path(timelines[0].source).parent)
+    for part in sorted(parts, key=lambda p: p.timeline.rank):
+        events = part.timeline.event_call_us
+        per_rank.append(statistics.fmean(events) if events else part.mean.total_us)
+    first = parts[0].timeline.source
+    source = first if len(parts) == 1 else str(Path(first).parent)
     return Measurement(problem, variant, (Trial(tuple(per_rank), source),))
 
 
-def compare_timelines(variant: str, timelines: Sequence[Timeline], model: Breakdown | None,
-                      model_label: str) -> TimelineComparison:
-    parts = [decompose(t) for t in timelines]
+def compare_timelines(variant: str, parts: Sequence[TimelineBreakdown],
+                      model: Breakdown | None, model_label: str) -> TimelineComparison:
     if not any(p.calls for p in parts):
-        raise TraceFileError("no call found in the trace", file=timelines[0].source)
+        raise TraceFileError("no call found in the trace", file=parts[0].timeline.source)
     slow: TimelineBreakdown = max(parts, key=lambda p: (p.mean.total_us, -p.timeline.rank))
     m = slow.mean
     terms = sorted(set(m.terms) | set(model.terms if model else ()), key=term_key)
@@ -167,8 +166,8 @@ def compare_timelines(variant: str, timelines: Sequence[Timeline], model: Breakd
                             None if mo is None else mo - mu))
     calls = slow.call_us
     return TimelineComparison(
-        variant, tuple(t.source for t in timelines), slow.timeline.how_calls, len(calls),
-        len(timelines), slow.timeline.rank, m, min(calls), max(calls), slow.event_mean_us,
+        variant, tuple(p.timeline.source for p in parts), slow.timeline.how_calls, len(calls),
+        len(parts), slow.timeline.rank, m, min(calls), max(calls), slow.event_mean_us,
         model_label, model, tuple(rows))
 
 

@@ -75,17 +75,29 @@ class TimelineBreakdown:
         return self.mean.total_us / ev - 1 if ev else None
 
 
+@dataclass(frozen=True)
+class _Index:
+    """Starts of a timeline's GPU operations, host spans and syncs, for bisection."""
+
+    gpu: list[float]
+    longest_us: float
+    host: list[float]
+    syncs: list[float]
+
+
+def _index(gpu: Sequence[GpuOp], host: Sequence[HostSpan], syncs: Sequence[HostSpan]) -> _Index:
+    return _Index([o.start_us for o in gpu],
+                  max((o.end_us - o.start_us for o in gpu), default=0.0),
+                  [h.start_us for h in host], [s.start_us for s in syncs])
+
+
 def split_window(start: float, end: float, gpu: Sequence[GpuOp], host: Sequence[HostSpan],
-                 syncs: Sequence[HostSpan], max_op_us: float | None = None,
-                 starts: Sequence[float] | None = None) -> Breakdown:
-    """The terms of the window ``[start, end]``; ``gpu`` sorted by start (``starts`` their
-    starts and ``max_op_us`` their longest duration, to find those overlapping the window
-    fast), ``host`` the calling thread's outermost operators and ``syncs`` its blocking
-    calls, each sorted by start."""
-    if starts is None:
-        starts = [o.start_us for o in gpu]
-    if max_op_us is None:
-        max_op_us = max((o.end_us - o.start_us for o in gpu), default=0.0)
+                 syncs: Sequence[HostSpan], index: _Index | None = None) -> Breakdown:
+    """The terms of the window ``[start, end]``; ``gpu`` sorted by start, ``host`` the calling
+    thread's outermost operators and ``syncs`` its blocking calls, each sorted by start
+    (``index``: their starts, computed once per timeline)."""
+    index = index or _index(gpu, host, syncs)
+    starts, max_op_us = index.gpu, index.longest_us
     lo = bisect.bisect_left(starts, start - max_op_us)
     hi = bisect.bisect_left(starts, end)
     edges: list[tuple[float, int, str]] = []  # (time, +1/-1, what)
@@ -136,14 +148,12 @@ def split_window(start: float, end: float, gpu: Sequence[GpuOp], host: Sequence[
                 idle.append((t, nxt))
         t = nxt
     host_ops: dict[str, float] = defaultdict(float)
-    sync_starts = [s.start_us for s in syncs]
-    host_starts = [h.start_us for h in host]
     for a, b in idle:
-        if _blocked_at(a, syncs, sync_starts):
+        if _blocked_at(a, syncs, index.syncs):
             terms[SYNC] += b - a
             continue
         terms[HOST] += b - a
-        _host_split(a, b, host, host_starts, host_ops)
+        _host_split(a, b, host, index.host, host_ops)
     total = end - start
     return Breakdown(total, dict(sorted(terms.items(), key=lambda kv: term_key(kv[0]))),
                      dict(sorted(host_ops.items(), key=lambda kv: -kv[1])), comm_us, overlapped)
@@ -176,11 +186,9 @@ def _host_split(a: float, b: float, host: Sequence[HostSpan], starts: Sequence[f
 
 def decompose(timeline: Timeline) -> TimelineBreakdown:
     """Every call of a timeline split into terms, and their mean."""
-    gpu = timeline.gpu
-    starts = [o.start_us for o in gpu]
-    longest = max((o.end_us - o.start_us for o in gpu), default=0.0)
-    calls = tuple(split_window(c.start_us, c.end_us, gpu, timeline.host, timeline.syncs,
-                               longest, starts) for c in timeline.calls)
+    index = _index(timeline.gpu, timeline.host, timeline.syncs)
+    calls = tuple(split_window(c.start_us, c.end_us, timeline.gpu, timeline.host,
+                               timeline.syncs, index) for c in timeline.calls)
     return TimelineBreakdown(timeline, calls, mean_of(calls))
 
 

@@ -84,7 +84,7 @@ TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d{1,7})")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Raw:
     ts: float
     end: float
@@ -160,41 +160,43 @@ def _gunzip(data: bytes, name: str) -> bytes:
     return out
 
 
-def _num(value: Any, name: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise TraceFileError("expected a finite number of µs", file=name, field=where)
-    return float(value)
+_INF = math.inf
 
 
 def _split(events: list[Any], name: str) -> tuple[list[_Raw], list[_Raw], list[_Raw]]:
     gpu: list[_Raw] = []
     runtime: list[_Raw] = []
     host: list[_Raw] = []
+    runtime_cats = frozenset(RUNTIME_CATS)
+    host_cats = frozenset(HOST_CATS)
     for i, e in enumerate(events):
-        if not isinstance(e, dict) or e.get("ph") != "X":
+        if type(e) is not dict or e.get("ph") != "X":
             continue
         cat = e.get("cat")
         ename = e.get("name")
-        if not isinstance(cat, str) or not isinstance(ename, str):
+        if type(cat) is not str or type(ename) is not str:
             continue
-        is_step = STEP.match(ename) is not None
         kind = GPU_CATS.get(cat)
-        if kind is None and cat not in RUNTIME_CATS and cat not in HOST_CATS and not is_step:
+        if kind is None and cat not in runtime_cats and cat not in host_cats and \
+                not (ename.startswith("ProfilerStep#") and STEP.match(ename)):
             continue  # flows, annotations on the GPU, memory events, the trace's own span
-        ts = _num(e.get("ts"), name, f"traceEvents[{i}].ts")
-        dur = _num(e.get("dur", 0), name, f"traceEvents[{i}].dur")
-        if dur < 0:
-            raise TraceFileError("a negative duration", file=name, field=f"traceEvents[{i}].dur")
-        found = e.get("args")
-        args: dict[str, Any] = found if isinstance(found, dict) else {}
-        corr = args.get("correlation")
-        corr = corr if isinstance(corr, int) and not isinstance(corr, bool) else None
-        raw = _Raw(ts, ts + dur, ename, e.get("tid"), kind or cat, corr)
+        ts: Any = e.get("ts")
+        dur: Any = e.get("dur", 0)
+        if type(ts) not in (float, int) or not -_INF < ts < _INF:
+            raise TraceFileError("expected a finite number of µs", file=name,
+                                 field=f"traceEvents[{i}].ts")
+        if type(dur) not in (float, int) or not 0 <= dur < _INF:
+            raise TraceFileError("expected a finite number of µs, 0 or more", file=name,
+                                 field=f"traceEvents[{i}].dur")
+        args = e.get("args")
+        corr = args.get("correlation") if type(args) is dict else None
+        raw = _Raw(ts, ts + dur, ename, e.get("tid"), kind or cat,
+                   corr if type(corr) is int else None)
         if kind is not None:
-            stream = args.get("stream", e.get("tid"))
-            raw.stream = stream if isinstance(stream, int) and not isinstance(stream, bool) else 0
+            stream = args.get("stream", e.get("tid")) if type(args) is dict else e.get("tid")
+            raw.stream = stream if type(stream) is int else 0
             gpu.append(raw)
-        elif cat in RUNTIME_CATS:
+        elif cat in runtime_cats:
             runtime.append(raw)
         else:
             host.append(raw)
@@ -322,8 +324,7 @@ def _gpu_ops(gpu: list[_Raw], runtime: list[_Raw], host: list[_Raw], markers: li
         if entry is not None and in_collective and not comm:  # c10d's own copies
             kind, comm = "communication", True
         out.append(GpuOp(g.ts, g.end, g.name, kind, comm, call, g.stream))
-    out.sort(key=lambda o: (o.start_us, o.end_us))
-    return out
+    return out  # in the order of ``gpu``: by start
 
 
 def _windows(markers: list[_Raw], ops: list[GpuOp]) -> list[Call]:
