@@ -732,9 +732,9 @@ def inspect(*paths: PathArg, dtype: str = "bfloat16", world_size: int = 8,
         raise UsageError("give at least one solution file or folder")
     profiles = None
     if log is not None:
-        from pkbsim.pkb.run_profile import load_run_profiles
+        from pkbsim.timeline.run_log import load_run_log
 
-        profiles = load_run_profiles(log.expanduser())
+        profiles = load_run_log(log.expanduser())
     rows = inspect_paths(files, profile)
     if profiles is not None:
         from pkbsim.inspection.reconcile import profiles_for, reconcile

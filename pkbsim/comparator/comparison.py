@@ -36,12 +36,12 @@ from pkbsim.inspection import Inspection, inspect_file
 from pkbsim.inspection.profile import Profile
 from pkbsim.inspection.reconcile import reconcile
 from pkbsim.pkb.logs import MeasuredSet, Measurement, from_value, load_measured
-from pkbsim.pkb.run_profile import load_run_profiles
 from pkbsim.task.loader import find_task, instantiate, load_task
 from pkbsim.task.schema import TaskInstance
 from pkbsim.timeline.breakdown import Breakdown, TimelineBreakdown
 from pkbsim.timeline.breakdown import decompose as split_timeline
 from pkbsim.timeline.model import model_timeline
+from pkbsim.timeline.run_log import load_run_log
 from pkbsim.topology.schema import Topology
 
 if TYPE_CHECKING:
@@ -349,9 +349,9 @@ def _reconciled(inspections: dict[str, Inspection], found: list[Measurement],
     if not inspections or measured is None or not measured.expanduser().is_dir():
         return inspections
     folder = measured.expanduser()
-    if not any(folder.rglob("rank_*_profile.json")):
+    if not any(folder.rglob("rank_*_profile.json")) and not any(folder.rglob("*trace*.json*")):
         return inspections
-    profiles = load_run_profiles(folder)
+    profiles = load_run_log(folder)
     problem = found[0].problem
     return {variant: reconcile(row, [p for p in profiles if p.problem == problem
                                      and p.backend == variant and p.variant != "reference"])

@@ -115,43 +115,12 @@ def load_run_profiles(path: Path) -> list[RunProfile]:
     if kind == "folder":
         files = _profile_files(path)
         if not files:
-            traces = _traces(path)
-            if traces:
-                return traces
             raise RunProfileError("no rank_<r>_profile.json found (pkbsim run writes them in "
-                                  "logs/problem_<stem>/<backend>/), nor a PyTorch profiler "
-                                  "trace", file=str(path))
+                                  "logs/problem_<stem>/<backend>/)", file=str(path))
         return [load_run_profile(f) for f in files]
     if kind == "missing":
         raise RunProfileError("no such file or folder", file=str(path))
-    if not _PROFILE_FILE.match(path.name) and path.name.endswith((".json", ".json.gz")) \
-            and _is_trace(path):
-        from pkbsim.timeline.kineto import run_profile_of
-
-        return [run_profile_of(path)]
     return [load_run_profile(path)]
-
-
-def _traces(folder: Path) -> list[RunProfile]:
-    """Kineto traces under ``folder`` (any a user made with torch.profiler), as profiles."""
-    from pkbsim.timeline.kineto import TraceFileError, run_profile_of, trace_files
-
-    try:
-        return [run_profile_of(f) for f in trace_files(folder)]
-    except TraceFileError as exc:
-        if exc.field is None and "no Kineto trace" in exc.message:
-            return []
-        raise
-
-
-def _is_trace(path: Path) -> bool:
-    """Does the file start like a Chrome trace (gzip, or JSON naming traceEvents early)?"""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(4096)
-    except OSError:
-        return False
-    return head[:2] == b"\x1f\x8b" or b"traceEvents" in head or b"schemaVersion" in head
 
 
 def load_run_profile(path: Path) -> RunProfile:

@@ -46,7 +46,7 @@ import json
 import math
 import re
 import zlib
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -85,7 +85,7 @@ _RANK_IN_NAME = re.compile(r"rank[_-]?(\d{1,7})")
 
 
 @dataclass(slots=True)
-class _Raw:
+class RawEvent:
     ts: float
     end: float
     name: str
@@ -103,13 +103,13 @@ def load_kineto(path: str | Path, call_marker: str | None = None) -> Timeline:
     if not isinstance(events, list):
         raise TraceFileError("expected a Chrome trace object with a traceEvents list",
                              file=name, field="traceEvents")
-    gpu, runtime, host = _split(events, name)
+    gpu, runtime, host = split_events(events, name)
     if not gpu and not host:
         raise TraceFileError("no complete events (ph X) of the kinds a PyTorch profiler trace "
                              "holds (kernel, cuda_runtime, cpu_op)", file=name,
                              field="traceEvents")
-    rank, world = _rank_of(data, name)
-    markers, how, main = _calls(host, runtime, call_marker, name)
+    rank, world = rank_of(data, name)
+    markers, how, main = find_calls(host, runtime, call_marker, name)
     ops = _gpu_ops(gpu, runtime, host, markers)
     main_host = [h for h in host if h.tid == main]
     calls = _windows(markers, ops)
@@ -163,10 +163,12 @@ def _gunzip(data: bytes, name: str) -> bytes:
 _INF = math.inf
 
 
-def _split(events: list[Any], name: str) -> tuple[list[_Raw], list[_Raw], list[_Raw]]:
-    gpu: list[_Raw] = []
-    runtime: list[_Raw] = []
-    host: list[_Raw] = []
+def split_events(events: list[Any], name: str
+                 ) -> tuple[list[RawEvent], list[RawEvent], list[RawEvent]]:
+    """The complete events read: GPU work, the host's CUDA calls, host ranges; each sorted."""
+    gpu: list[RawEvent] = []
+    runtime: list[RawEvent] = []
+    host: list[RawEvent] = []
     runtime_cats = frozenset(RUNTIME_CATS)
     host_cats = frozenset(HOST_CATS)
     for i, e in enumerate(events):
@@ -190,7 +192,7 @@ def _split(events: list[Any], name: str) -> tuple[list[_Raw], list[_Raw], list[_
                                  field=f"traceEvents[{i}].dur")
         args = e.get("args")
         corr = args.get("correlation") if type(args) is dict else None
-        raw = _Raw(ts, ts + dur, ename, e.get("tid"), kind or cat,
+        raw = RawEvent(ts, ts + dur, ename, e.get("tid"), kind or cat,
                    corr if type(corr) is int else None)
         if kind is not None:
             stream = args.get("stream", e.get("tid")) if type(args) is dict else e.get("tid")
@@ -205,7 +207,7 @@ def _split(events: list[Any], name: str) -> tuple[list[_Raw], list[_Raw], list[_
     return gpu, runtime, host
 
 
-def _rank_of(data: dict[str, Any], name: str) -> tuple[int, int]:
+def rank_of(data: dict[str, Any], name: str) -> tuple[int, int]:
     info = data.get("distributedInfo")
     if isinstance(info, dict):
         rank, world = info.get("rank"), info.get("world_size")
@@ -215,8 +217,8 @@ def _rank_of(data: dict[str, Any], name: str) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(1)) + 1) if m else (0, 1)
 
 
-def _outermost(spans: Iterable[_Raw]) -> list[_Raw]:
-    out: list[_Raw] = []
+def _outermost(spans: Iterable[RawEvent]) -> list[RawEvent]:
+    out: list[RawEvent] = []
     for s in spans:  # sorted by (start, -end)
         if out and s.ts < out[-1].end:
             continue
@@ -224,8 +226,8 @@ def _outermost(spans: Iterable[_Raw]) -> list[_Raw]:
     return out
 
 
-def _calls(host: list[_Raw], runtime: list[_Raw], marker: str | None, name: str
-           ) -> tuple[list[_Raw], str, Any]:
+def find_calls(host: list[RawEvent], runtime: list[RawEvent], marker: str | None, name: str
+           ) -> tuple[list[RawEvent], str, Any]:
     steps = [h for h in host if STEP.match(h.name)]
     if steps:
         found, how = steps, "ProfilerStep annotations"
@@ -247,24 +249,25 @@ def _calls(host: list[_Raw], runtime: list[_Raw], marker: str | None, name: str
     mine = [h for h in host if h.tid == main] + [r for r in runtime if r.tid == main]
     start = min(h.ts for h in mine)
     end = max(h.end for h in mine)
-    return [_Raw(start, end, "trace", main)], "the whole trace (no call markers)", main
+    return [RawEvent(start, end, "trace", main)], "the whole trace (no call markers)", main
 
 
-def _launchers(runtime: list[_Raw], host: list[_Raw]) -> dict[int, tuple[_Raw, str | None, bool]]:
+def _launchers(runtime: list[RawEvent], host: list[RawEvent]
+               ) -> dict[int, tuple[RawEvent, str | None, bool]]:
     """Per correlation id: the runtime call, the innermost ATen operator around it, and
     whether a communication operator encloses it."""
-    ops_by_thread: dict[Any, list[_Raw]] = {}
+    ops_by_thread: dict[Any, list[RawEvent]] = {}
     for h in host:
         if h.cat != "python_function" and not STEP.match(h.name):
             ops_by_thread.setdefault(h.tid, []).append(h)
-    out: dict[int, tuple[_Raw, str | None, bool]] = {}
-    by_thread: dict[Any, list[_Raw]] = {}
+    out: dict[int, tuple[RawEvent, str | None, bool]] = {}
+    by_thread: dict[Any, list[RawEvent]] = {}
     for r in runtime:
         if r.corr is not None:
             by_thread.setdefault(r.tid, []).append(r)
     for tid, calls in by_thread.items():
         ops = ops_by_thread.get(tid, [])
-        stack: list[_Raw] = []
+        stack: list[RawEvent] = []
         i = 0
         for r in calls:  # sorted by start
             while i < len(ops) and ops[i].ts <= r.ts:
@@ -282,7 +285,7 @@ def _launchers(runtime: list[_Raw], host: list[_Raw]) -> dict[int, tuple[_Raw, s
     return out
 
 
-def _kind(op: _Raw, aten: str | None, launcher: str) -> tuple[str, bool]:
+def _kind(op: RawEvent, aten: str | None, launcher: str) -> tuple[str, bool]:
     lname = op.name.lower()
     if "nccl" in lname or (op.cat == "memcpy" and "ptop" in lname) or \
             launcher.startswith(PEER_COPY_CALLS):
@@ -303,8 +306,8 @@ def _kind(op: _Raw, aten: str | None, launcher: str) -> tuple[str, bool]:
     return next((k for word, k in NAME_KINDS if word in lname), "custom"), False
 
 
-def _gpu_ops(gpu: list[_Raw], runtime: list[_Raw], host: list[_Raw], markers: list[_Raw]
-             ) -> list[GpuOp]:
+def _gpu_ops(gpu: list[RawEvent], runtime: list[RawEvent], host: list[RawEvent],
+             markers: list[RawEvent]) -> list[GpuOp]:
     launch = _launchers(runtime, host)
     starts = [m.ts for m in markers]
     out = []
@@ -327,7 +330,7 @@ def _gpu_ops(gpu: list[_Raw], runtime: list[_Raw], host: list[_Raw], markers: li
     return out  # in the order of ``gpu``: by start
 
 
-def _windows(markers: list[_Raw], ops: list[GpuOp]) -> list[Call]:
+def _windows(markers: list[RawEvent], ops: list[GpuOp]) -> list[Call]:
     ends: dict[int, float] = {}
     for o in ops:
         if o.call >= 0:
@@ -390,90 +393,3 @@ def with_rank_waits(timelines: list[Timeline]) -> list[Timeline]:
 
 def gzip_bytes(text: str) -> bytes:  # for tests and benchmarks writing .json.gz traces
     return gzip.compress(text.encode())
-
-
-# --- what ran per call, for the inspection's reconciliation ------------------------------------
-
-RUNTIME_PREFIXES = ("cudaMemcpy", "cuMemcpy", "cudaLaunchKernel", "cuLaunchKernel", "cudaMemset")
-COLLECTIVE_PREFIXES = ("c10d::", "_c10d_functional::")
-
-
-def run_profile_of(path: str | Path, call_marker: str | None = None) -> Any:
-    """A Kineto trace's counts per call in the form of ``rank_<r>_profile.json``
-    (:class:`pkbsim.pkb.run_profile.RunProfile`, variant ``candidate`` unless the path says
-    ``reference``): what ``pkbsim inspect --run-log`` reconciles with the static findings."""
-    from pkbsim.pkb.run_profile import ProfiledOp, RunProfile
-
-    name = str(path)
-    data = read_trace_json(path)
-    events = data.get("traceEvents") if isinstance(data, dict) else None
-    if not isinstance(events, list):
-        raise TraceFileError("expected a Chrome trace object with a traceEvents list",
-                             file=name, field="traceEvents")
-    gpu, runtime, host = _split(events, name)
-    if not gpu and not host:
-        raise TraceFileError("no complete events (ph X) of a PyTorch profiler trace",
-                             file=name, field="traceEvents")
-    rank, world = _rank_of(data, name)
-    markers, _how, main = _calls(host, runtime, call_marker, name)
-    calls = max(len(markers), 1)
-
-    starts = [m.ts for m in markers]
-
-    def inside(r: _Raw) -> bool:
-        k = bisect.bisect_right(starts, r.ts) - 1
-        return k >= 0 and r.ts <= markers[k].end
-
-    kernels: Counter[str] = Counter()
-    nccl: Counter[str] = Counter()
-    copies: Counter[str] = Counter()
-    sets: Counter[str] = Counter()
-    times: dict[str, float] = defaultdict(float)
-    launched = {r.corr: r for r in runtime if r.corr is not None}
-    for g in gpu:
-        r = launched.get(g.corr) if g.corr is not None else None
-        if r is None or not inside(r):
-            continue
-        if g.cat == "memcpy":
-            words = g.name.split()
-            key = words[1] if len(words) > 1 and words[0] == "Memcpy" else g.name
-            copies[key] += 1
-            times["memcpy:" + key] += g.end - g.ts
-        elif g.cat == "memset":
-            sets["memset"] += 1
-            times["memset"] += g.end - g.ts
-        elif "nccl" in g.name.lower():
-            nccl[g.name] += 1
-            times["nccl:" + g.name] += g.end - g.ts
-        else:
-            kernels[g.name] += 1
-            times["kernel:" + g.name] += g.end - g.ts
-    api = Counter(r.name for r in runtime if r.tid == main and inside(r)
-                  and r.name.startswith(RUNTIME_PREFIXES))
-    colls = Counter(h.name for h in host if h.tid == main and inside(h)
-                    and h.name.startswith(COLLECTIVE_PREFIXES))
-
-    def listed(counts: Counter[str], prefix: str | None) -> tuple[Any, ...]:
-        return tuple(ProfiledOp(k, n / calls, None if prefix is None else
-                                times[prefix + k] / calls)
-                     for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
-    problem, backend = _pkb_names(Path(name))
-    variant = "reference" if backend == "reference" else "candidate"
-    return RunProfile(
-        file=name, problem=problem, backend=backend, rank=rank, world_size=world,
-        variant=variant, solution=None, iterations=calls, kernels=listed(kernels, "kernel:"),
-        nccl_kernels=listed(nccl, "nccl:"), memcpy=listed(copies, "memcpy:"),
-        memset=tuple(ProfiledOp("memset", n / calls, times["memset"] / calls)
-                     for n in sets.values()),
-        runtime=listed(api, None), device="cuda" if gpu else "cpu",
-        collectives=listed(colls, None))
-
-
-def _pkb_names(path: Path) -> tuple[str | None, str | None]:
-    """(problem stem, backend) of a trace in PKB's layout, else (None, None)."""
-    parts = path.parts
-    for i, part in enumerate(parts[:-2]):
-        if part.startswith("problem_") and len(part) > len("problem_"):
-            return part[len("problem_"):], parts[i + 1]
-    return None, None
