@@ -1,0 +1,164 @@
+"""Where the measured time of PKB's references and candidates went, from their own Kineto
+traces, beside the model's split (issue 32): a Markdown report.
+
+    python benchmarks/trace_breakdown_report.py LOGS [LOGS ...] --topology TOPO.yaml \
+        [--write FILE.md] [--title TEXT]
+
+Each LOGS is a folder in PKB's layout as ``pkbsim run`` and validate/pkb_references.py write
+it (``problem_<stem>/<backend>/rank_0_{perf,profile}.json`` and ``rank_0_trace.json.gz``).
+Every problem is compared as ``pkbsim compare --measured LOGS --measured-trace LOGS`` does
+(no what-if simulations). Per variant: PKB's timed mean (``wall_time_ms``, no profiler), the
+profiled calls' mean by CUDA events, the sum of the trace's terms and its error against those
+events (the target: within 5% on every one), the terms, and for PKB's reference the model's
+terms beside them. Then: how many sums are within 5%, the profiler's inflation (profiled /
+PKB-timed), and per term the model against the measurement over the references (median of
+model - measured, and of the ratio where both are non-zero).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pkbsim.comparator.comparison import Comparison, compare_measured  # noqa: E402
+from pkbsim.comparator.timelines import SUM_TOLERANCE, TimelineComparison  # noqa: E402
+from pkbsim.errors import PkbsimError  # noqa: E402
+from pkbsim.timeline.events import HOST, SYNC, term_key  # noqa: E402
+from pkbsim.topology import load_topology  # noqa: E402
+
+MAIN_TERMS = (HOST, SYNC, "communication", "kernels")
+
+
+def pkb_timed_us(logs: Path, problem: str, variant: str) -> float | None:
+    perf = logs / f"problem_{problem}" / variant / "rank_0_perf.json"
+    try:
+        return float(json.loads(perf.read_text())["wall_time_ms"]) * 1e3
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def kernels_us(terms: dict[str, float]) -> float:
+    return sum(v for k, v in terms.items() if k.startswith("kernel:"))
+
+
+def row(logs: Path, c: Comparison, t: TimelineComparison) -> list[str]:
+    m = t.measured
+    pkb = pkb_timed_us(logs, c.problem, t.variant)
+    top = sorted(((k, v) for k, v in m.terms.items() if k.startswith("kernel:")),
+                 key=lambda kv: -kv[1])[:2]
+    kinds = ", ".join(f"{k[7:]} {v:.1f}" for k, v in top) or "-"
+    model = t.model.total_us if t.model is not None else None
+    return [c.problem, t.variant, fmt(pkb), fmt(t.event_mean_us), fmt(m.total_us),
+            "-" if t.sum_error is None else f"{t.sum_error:+.1%}",
+            fmt(m.terms.get(HOST, 0.0)), fmt(m.terms.get(SYNC, 0.0)),
+            fmt(m.terms.get("communication", 0.0) + m.terms.get("wait_ranks", 0.0)),
+            fmt(kernels_us(m.terms)), kinds,
+            fmt(model) if t.variant == "reference" else "-"]
+
+
+def fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def table(head: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    return out + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("logs", nargs="+", type=Path)
+    parser.add_argument("--topology", required=True)
+    parser.add_argument("--write", type=Path)
+    parser.add_argument("--title", default="Where the measured time went (Kineto traces, W = 1)")
+    args = parser.parse_args()
+    topo = load_topology(args.topology)
+    rows: list[list[str]] = []
+    errors: list[str] = []
+    sums: list[tuple[str, float]] = []
+    inflation: list[float] = []
+    term_pairs: dict[str, list[tuple[float, float]]] = {}
+    for logs in args.logs:
+        try:
+            result = compare_measured(None, logs, None, None, None, topo, None, "pkb",
+                                      simulate_fixes=False, measured_trace=logs)
+        except PkbsimError as exc:
+            errors.append(exc.one_line())
+            continue
+        errors += [f"{e.problem}: {e.error}" for e in result.errors]
+        for c in result.comparisons:
+            for t in c.timelines:
+                rows.append(row(logs, c, t))
+                if t.sum_error is not None:
+                    sums.append((f"{c.problem}/{t.variant}", t.sum_error))
+                pkb = pkb_timed_us(logs, c.problem, t.variant)
+                if pkb and t.event_mean_us:
+                    inflation.append(t.event_mean_us / pkb)
+                if t.variant == "reference" and t.model is not None:
+                    for term in set(t.measured.terms) | set(t.model.terms) | {"kernels"}:
+                        if term.startswith("kernel:"):
+                            continue
+                        if term == "kernels":
+                            pair = (kernels_us(t.measured.terms), kernels_us(t.model.terms))
+                        else:
+                            pair = (t.measured.terms.get(term, 0.0),
+                                    t.model.terms.get(term, 0.0))
+                        term_pairs.setdefault(term, []).append(pair)
+    rows.sort(key=lambda r: (int(r[0].split("_", 1)[0]), r[1] != "reference", r[1]))
+    within = [s for s in sums if abs(s[1]) <= SUM_TOLERANCE]
+    lines = [f"# {args.title}", "",
+             f"`python benchmarks/trace_breakdown_report.py {' '.join(map(str, args.logs))} "
+             f"--topology {args.topology}` (this machine, {platform.machine()}, "
+             f"{datetime.date.today()}; the GPU runs' device and date are in the console logs "
+             "beside). Times in µs per call; `sum` is the sum of the trace's terms (the "
+             "profiled calls' mean window); `vs events` its error against the same calls "
+             "timed by CUDA events; `comm` includes waits on other ranks; `model` is "
+             "`nccl_reference`'s predicted call on its reference model.", ""]
+    lines += table(["problem", "variant", "PKB-timed", "events", "sum", "vs events", "host",
+                    "sync", "comm", "kernels", "top kernel kinds", "model"], rows)
+    lines += ["", "## Summary", ""]
+    if sums:
+        worst = max(sums, key=lambda s: abs(s[1]))
+        lines.append(f"- Terms' sum within {SUM_TOLERANCE:.0%} of the CUDA-event time: "
+                     f"{len(within)} of {len(sums)} variants; largest |error| "
+                     f"{abs(worst[1]):.1%} ({worst[0]}); median "
+                     f"{statistics.median(s[1] for s in sums):+.2%}.")
+    if inflation:
+        lines.append(f"- Profiled call (CUDA events, profiler on) over PKB's timed mean "
+                     f"(profiler off): median {statistics.median(inflation):.2f}x, range "
+                     f"{min(inflation):.2f}x-{max(inflation):.2f}x over {len(inflation)}.")
+    if term_pairs:
+        lines += ["", "Per term, the model against the measurement over PKB's references "
+                  "(µs per call; ratio only where both are above 0.1 µs):", ""]
+        trows = []
+        for term in sorted(term_pairs, key=term_key):
+            pairs = term_pairs[term]
+            diffs = [mo - me for me, mo in pairs]
+            ratios = [mo / me for me, mo in pairs if me > 0.1 and mo > 0.1]
+            trows.append([term, str(len(pairs)), f"{statistics.median(me for me, _ in pairs):.1f}",
+                          f"{statistics.median(mo for _, mo in pairs):.1f}",
+                          f"{statistics.median(diffs):+.1f}",
+                          f"{statistics.median(ratios):.2f}" if ratios else "-",
+                          str(len(ratios))])
+        lines += table(["term", "references", "median measured", "median model",
+                        "median model - measured", "median model / measured", "ratios"],
+                       trows)
+    if errors:
+        lines += ["", "## Not compared", ""] + [f"- {e}" for e in errors]
+    text = "\n".join(lines) + "\n"
+    if args.write:
+        args.write.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
