@@ -14,7 +14,7 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 
 mkdir -p "$OUT/refs"
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"
-timeout 520 python3 -m torch.distributed.run --standalone --nproc-per-node 1 \
+timeout ${REF_TIMEOUT:-520} python3 -m torch.distributed.run --standalone --nproc-per-node 1 \
     validate/pkb_references.py --pkb-root "$PKB" --logs-dir "$OUT/refs/logs" \
     --status-dir /tmp/refs_status --summary "$OUT/refs/summary.json" --skip "$SKIP" \
     --profile-iters 10 --problem-timeout 30 > "$OUT/refs/console.log" 2>&1
