@@ -184,7 +184,7 @@ def test_plot_bytes_are_deterministic(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- bad input
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({}, "either --measured"),
+    ({}, "--measured-us TIME or --measured-trace"),
     ({"measured": LOGS, "measured_us": 3.0, "problem": "1"}, "either --measured"),
     ({"measured_us": 3.0}, "--measured-us needs --problem"),
     ({"measured": LOGS, "solution": ONE_SHOT}, "--solution needs --problem"),
