@@ -46,10 +46,10 @@ from pkbsim.inspection.python_model import (
     listed_dist,
     unparse,
 )
+from pkbsim.inspection.sizes import Bound, Sizes
 
 CALL_KINDS = ("nccl_payload", "nccl_metadata", "copy_engine", "rendezvous")
 TAINT_ROUNDS = 10  # rounds until nothing changes; chains through caches need several
-LITERAL_TENSOR = {"tensor", "as_tensor", "LongTensor", "IntTensor", "FloatTensor"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,16 @@ class CallSite:
     condition: str  # why it is not hot ("" when hot)
     source: str = "static"  # "static", or "profiler" when a run log added or moved it
     snippet: str = ""  # the source line
+    elements: int | None = None  # nccl_metadata by its size: the sent tensor's elements
+    dtype: str | None = None  # and their dtype, where known
+
+    @property
+    def size(self) -> str:
+        """``8 x int64``, ``1 element``; "" when the size is not known."""
+        if self.elements is None:
+            return ""
+        return f"{self.elements} x {self.dtype}" if self.dtype else (
+            f"{self.elements} element" + ("s" if self.elements != 1 else ""))
 
     @property
     def key(self) -> tuple[int, str]:
@@ -73,19 +83,22 @@ def call_sites(py: PythonModel, sources: list[DeviceSource]) -> list[CallSite]:
     """Every call site of CALL_KINDS in the file, sorted by line; one per (line, kind), at the
     best path it is reached on."""
     peers = PeerTaint(py)
+    sizes = Sizes(py)
     found: dict[tuple[int, str], CallSite] = {}
 
-    def add(line: int, call: str, kind: str, path: Path) -> None:
-        site = CallSite(line, call, kind, path.label, path.why)
+    def add(line: int, call: str, kind: str, path: Path, bound: Bound | None = None) -> None:
+        site = CallSite(line, call, kind, path.label, path.why,
+                        elements=bound.elements if bound else None,
+                        dtype=bound.dtype if bound else None)
         old = found.get(site.key)
         if old is None or path.better(Path(old.path, old.condition)):
             found[site.key] = site
 
     for node, region in py.nodes():
         if isinstance(node, ast.Call):
-            kind, call = _classify(py, peers, node, region)
+            kind, call, bound = _classify(py, peers, sizes, node, region)
             if kind:
-                add(node.lineno, call, kind, region.path)
+                add(node.lineno, call, kind, region.path, bound)
         elif isinstance(node, ast.Assign) and _slice_copy(peers, node, region.function):
             add(node.lineno, "slice assignment", "copy_engine", region.path)
     c_paths: _CPaths | None = None
@@ -99,29 +112,32 @@ def call_sites(py: PythonModel, sources: list[DeviceSource]) -> list[CallSite]:
     return sorted(found.values(), key=lambda s: (s.line, s.kind))
 
 
-def _classify(py: PythonModel, peers: PeerTaint, call: ast.Call, region: Region
-              ) -> tuple[str, str]:
+def _classify(py: PythonModel, peers: PeerTaint, sizes: Sizes, call: ast.Call,
+              region: Region) -> tuple[str, str, Bound | None]:
     name = py.dotted(call.func) or ""
     short = name.rsplit(".", 1)[-1] if name else last_name(call.func)
     if name.startswith(DIST_PREFIXES) and listed_dist(name, short):
-        if short in DIST_METADATA or _literal_tensor_arg(call, region.function):
-            return "nccl_metadata", short
-        return ("nccl_payload", short) if short in DIST_DATA else ("", "")
+        if short in DIST_METADATA:
+            return "nccl_metadata", short, None
+        if short not in DIST_DATA:
+            return "", "", None
+        bound = sizes.sent(call, name, short, region.function)  # the size rule (issue 32)
+        return ("nccl_metadata" if bound else "nccl_payload"), short, bound
     if short in PY_RENDEZVOUS_SITES or name == "torch.distributed._symmetric_memory.empty":
-        return "rendezvous", short
+        return "rendezvous", short, None
     if short in PY_COPY_ENGINE:
-        return "copy_engine", short
+        return "copy_engine", short, None
     fn = region.function
     if PY_MEMCPY.fullmatch(short) and any(peers.reads(a, fn) for a in
                                           [*call.args, *(k.value for k in call.keywords)]):
-        return "copy_engine", short
+        return "copy_engine", short, None
     if short == "copy_" and isinstance(call.func, ast.Attribute):
         operands = [call.func.value, *call.args[:1]]
         if name == "torch.Tensor.copy_":
             operands = list(call.args[:2])
         if any(peers.reads(o, fn) for o in operands):
-            return "copy_engine", short
-    return "", ""
+            return "copy_engine", short, None
+    return "", "", None
 
 
 def _slice_copy(peers: PeerTaint, node: ast.Assign, fn: Function | None) -> bool:
@@ -150,22 +166,6 @@ def _slice_copy(peers: PeerTaint, node: ast.Assign, fn: Function | None) -> bool
 def _has_get_buffer(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Call) and last_name(n.func) == "get_buffer"
                for n in ast.walk(node))
-
-
-def _literal_tensor_arg(call: ast.Call, fn: Function | None) -> bool:
-    """Is a tensor argument (the first two, or tensor=/input=) built from a Python literal
-    (``torch.tensor([n])``): metadata, such as sizes exchanged before the payload?"""
-    args = [*call.args[:2], *(k.value for k in call.keywords if k.arg in ("tensor", "input"))]
-    return any(_literal(arg, fn) for arg in args)
-
-
-def _literal(arg: ast.AST | None, fn: Function | None) -> bool:
-    if isinstance(arg, ast.Name) and fn is not None:
-        values = [n.value for n in ast.walk(fn) if isinstance(n, ast.Assign)
-                  and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)]
-        arg = values[-1] if values else None
-    return (isinstance(arg, ast.Call) and last_name(arg.func) in LITERAL_TENSOR and bool(arg.args)
-            and isinstance(arg.args[0], ast.List | ast.Tuple | ast.Constant))
 
 
 def _peer_args(src: DeviceSource, start: int) -> bool:
