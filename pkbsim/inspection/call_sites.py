@@ -1,10 +1,11 @@
 """Call sites that move or set up the task's data between GPUs, each placed on the profile's path.
 
 Kinds: ``nccl_payload`` (a torch.distributed data collective or send/recv), ``nccl_metadata``
-(barriers, object collectives, groups, collectives of literal tensors), ``copy_engine`` (a peer
-copy: ``cudaMemcpyPeer*`` however it is reached, or a memcpy/``copy_``/slice assignment whose
-source or destination is a peer pointer or a tensor built on one) and ``rendezvous``
-(symmetric-memory rendezvous and allocation, IPC handle get and open).
+(barriers, object collectives, groups, and collectives whose sent tensor the size rule bounds:
+pkbsim/inspection/sizes.py), ``copy_engine`` (a peer copy: ``cudaMemcpyPeer*`` however it is
+reached, or a memcpy/``copy_``/slice assignment whose source or destination is a peer pointer
+or a tensor built on one; in C++, a peer pointer as pkbsim/inspection/c_peers.py follows it)
+and ``rendezvous`` (symmetric-memory rendezvous and allocation, IPC handle get and open).
 
 Peer pointers are followed through the file (a taint): symmetric memory's ``buffer_ptrs`` and
 ``get_buffer(peer, ...)``, ``cudaIpcOpenMemHandle``/``ipcOpenMemHandle``/
@@ -20,10 +21,10 @@ import re
 from dataclasses import dataclass
 
 from pkbsim.inspection.c_index import NAME_CALL
+from pkbsim.inspection.c_peers import CPeers
 from pkbsim.inspection.device_source import DeviceSource
 from pkbsim.inspection.patterns import (
     C_COPY_ENGINE,
-    C_PEER_COPY,
     DIST_DATA,
     DIST_METADATA,
     DIST_PREFIXES,
@@ -102,10 +103,13 @@ def call_sites(py: PythonModel, sources: list[DeviceSource]) -> list[CallSite]:
         elif isinstance(node, ast.Assign) and _slice_copy(peers, node, region.function):
             add(node.lineno, "slice assignment", "copy_engine", region.path)
     c_paths: _CPaths | None = None
+    c_peers: CPeers | None = None
     for src in sources:
         for m in C_COPY_ENGINE.finditer(src.code):
-            if m.group(1) and not _peer_args(src, m.end()):
-                continue  # cudaMemcpyAsync in C on pointers not named peer/remote
+            if m.group(1):  # cudaMemcpy[2D][Async], cuMemcpyDtoD[Async]: on a peer pointer?
+                c_peers = c_peers or CPeers(py, sources, peers.kind)
+                if not c_peers.copy(src, m):
+                    continue
             call = re.sub(r"\s*\($", "", m.group(0))
             c_paths = c_paths or _CPaths(py, sources)
             add(src.line(m.start()), call, "copy_engine", c_paths.path(src.enclosing(m.start())))
@@ -166,14 +170,6 @@ def _slice_copy(peers: PeerTaint, node: ast.Assign, fn: Function | None) -> bool
 def _has_get_buffer(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Call) and last_name(n.func) == "get_buffer"
                for n in ast.walk(node))
-
-
-def _peer_args(src: DeviceSource, start: int) -> bool:
-    """Do the arguments of the call whose "(" ends at ``start`` name a peer or remote?"""
-    end = src.code_index.close(start - 1) + 1  # after its ")", or the end of the source
-    at = src.code_index.next(C_PEER_COPY.pattern, start)
-    match = C_PEER_COPY.match(src.code, at) if at >= 0 else None
-    return match is not None and match.end() <= end
 
 
 class _CPaths:
