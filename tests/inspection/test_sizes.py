@@ -13,8 +13,8 @@ from paths import DATA
 
 from pkbsim.inspection.call_sites import CallSite
 from pkbsim.inspection.profile import Profile
-from pkbsim.inspection.solution import inspect_path, inspect_source
 from pkbsim.inspection.sizes import MAX_METADATA_ELEMENTS
+from pkbsim.inspection.solution import inspect_path, inspect_source
 from pkbsim.report.inspect_report import render_json, render_table
 
 SOLUTIONS = DATA / "solutions"

@@ -18,16 +18,16 @@ static void copy_bytes(void* dst, const void* src, size_t n, cudaStream_t s) {
 void ring_tail(int64_t next_ptr, torch::Tensor local, int64_t off) {
     auto s = c10::cuda::getCurrentCUDAStream().stream();
     char* dst = reinterpret_cast<char*>(next_ptr) + off;
-    cudaMemcpyAsync(dst, local.data_ptr(), local.nbytes(), cudaMemcpyDeviceToDevice, s);  // peer copy
+    cudaMemcpyAsync(dst, local.data_ptr(), local.nbytes(), cudaMemcpyDefault, s);  // peer copy
 }
 
 void gather(torch::Tensor out, std::vector<int64_t> peer_ptrs, int64_t rank, int64_t n) {
     auto s = c10::cuda::getCurrentCUDAStream().stream();
     char* base = static_cast<char*>(out.data_ptr());
-    cudaMemcpyAsync(base + rank * n, reinterpret_cast<void*>(peer_ptrs[rank]), n, cudaMemcpyDeviceToDevice, s);
+    cudaMemcpyAsync(base + rank * n, (void*)peer_ptrs[rank], n, cudaMemcpyDefault, s);
     for (int64_t r = 0; r < (int64_t)peer_ptrs.size(); ++r) {
         if (r == rank) continue;
-        cudaMemcpyAsync(base + r * n, reinterpret_cast<void*>(peer_ptrs[r]), n, cudaMemcpyDefault, s);  // peer copy
+        cudaMemcpyAsync(base + r * n, (void*)peer_ptrs[r], n, cudaMemcpyDefault, s);  // peer copy
     }
 }
 
@@ -35,11 +35,11 @@ void stage(torch::Tensor dst, torch::Tensor src, torch::Tensor peer_table) {
     auto s = c10::cuda::getCurrentCUDAStream().stream();
     cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.nbytes(), cudaMemcpyDeviceToDevice, s);
     std::vector<int64_t> host(peer_table.numel());
-    cudaMemcpy(peer_table.data_ptr(), host.data(), host.size() * sizeof(int64_t), cudaMemcpyHostToDevice);
+    cudaMemcpy(peer_table.data_ptr(), host.data(), host.size() * 8, cudaMemcpyHostToDevice);
 }
 
 void pull(torch::Tensor dst, torch::Tensor remote_buf) {
-    copy_bytes(dst.data_ptr(), remote_buf.data_ptr(), dst.nbytes(), c10::cuda::getCurrentCUDAStream().stream());
+    copy_bytes(dst.data_ptr(), remote_buf.data_ptr(), dst.nbytes(), nullptr);
 }
 
 void open_and_pull(torch::Tensor dst, torch::Tensor handle) {
@@ -47,7 +47,7 @@ void open_and_pull(torch::Tensor dst, torch::Tensor handle) {
     cudaIpcMemHandle_t h;
     memcpy(&h, handle.data_ptr(), sizeof(h));
     cudaIpcOpenMemHandle(&opened, h, cudaIpcMemLazyEnablePeerAccess);
-    cudaMemcpy2DAsync(dst.data_ptr(), 256, opened, 256, 256, 8, cudaMemcpyDeviceToDevice, 0);  // peer copy
+    cudaMemcpy2DAsync(dst.data_ptr(), 256, opened, 256, 256, 8, cudaMemcpyDefault, 0);  // peer copy
 }
 """
 _ext = load_inline("cpp_copies", cpp_sources=_SRC,
