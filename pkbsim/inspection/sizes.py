@@ -112,6 +112,7 @@ class Sizes:
         self._active: set[tuple[int, str]] = set()
         self._names: dict[tuple[int, str], Bound | None] = {}
         self._binding: dict[tuple[int, str], Bound] = {}  # a name read inside its own value
+        self._attrs: dict[str, list[tuple[Function | None, ast.expr]]] | None = None
 
     # --- the call ------------------------------------------------------------------------
 
@@ -557,11 +558,16 @@ class Sizes:
         (``self.x = ...``, ``plan.x = ...``); ``t.data``, ``t.T`` of a bounded tensor."""
         if e.attr in ("data", "T", "mT", "real", "values"):
             return read(e.value, fn, d)
-        values = [(self.py.scope_of(n), n.value) for n in self.py.all_nodes
-                  if isinstance(n, ast.Assign) and any(
-                      isinstance(t, ast.Attribute) and t.attr == e.attr for t in n.targets)]
-        values = [(f, v) for f, v in values
-                  if not (isinstance(v, ast.Constant) and v.value is None)]
+        if self._attrs is None:  # attribute name -> (function, value) of each assignment
+            self._attrs = {}
+            for n in self.py.all_nodes:
+                if isinstance(n, ast.Assign) and not (isinstance(n.value, ast.Constant)
+                                                      and n.value.value is None):
+                    for t in n.targets:
+                        if isinstance(t, ast.Attribute):
+                            self._attrs.setdefault(t.attr, []).append(
+                                (self.py.scope_of(n), n.value))
+        values = self._attrs.get(e.attr, [])
         if not values:
             return None
         return _join([read(v, f, d) for f, v in values])
