@@ -77,7 +77,7 @@ class CPeers:
         self.opened_tables = {n for src in sources for n in _ipc_opened(src.code)[1]}
         bindings: dict[str, set[str]] = {}  # C++ function -> the Python names calling it
         for src in sources:
-            for m in re.finditer(r'\.def\(\s*"(\w+)"\s*,\s*&?\s*(\w+)', src.code + src.shape):
+            for m in re.finditer(r'\.def\(\s*"(\w+)"\s*,\s*&?\s*(\w+)', src.text):
                 bindings.setdefault(m.group(2), set()).add(m.group(1))
         self._python_calls(py, bindings, kind_of)
         self.taints: dict[int, _Taint] = {}
@@ -139,8 +139,10 @@ class CPeers:
                 end = index.next(";", m.end())
                 rhs = body[m.end():end if end >= 0 else len(body)]
                 lhs = m.group(1)
-                if m.group(2):
-                    if _peer(rhs, t):
+                if m.group(2):  # h[i] = ptrs[i]: a copy of a table; h[r] = opened: peers'
+                    if _indexes_table(rhs, t):
+                        t.tables.add(lhs)
+                    elif _peer(rhs, t):
                         t.peer_tables.add(lhs)
                 elif _peer(rhs, t):
                     t.peers.add(lhs)
@@ -251,6 +253,12 @@ def _peer(text: str, t: _Taint) -> bool:
             if index not in t.own and not OWN_C.match(index):
                 return True
     return False
+
+
+def _indexes_table(text: str, t: _Taint) -> bool:
+    """Does this expression read an element of a pointer table (``ptrs[i]``)?"""
+    return any(m.group(1) in t.tables and re.match(r"\s*\[", text[m.end():])
+               for m in IDENT.finditer(text))
 
 
 def _table(text: str, t: _Taint) -> bool:

@@ -184,7 +184,7 @@ class _CPaths:
                 self.callers.setdefault(m.group(1), set()).add(s.enclosing(m.start()))
         self.bindings: dict[str, set[str]] = {}  # C++ function -> its Python names (.def)
         for s in sources:
-            for m in re.finditer(r'\.def\(\s*"(\w+)"\s*,\s*&?\s*(\w+)', s.code + s.shape):
+            for m in re.finditer(r'\.def\(\s*"(\w+)"\s*,\s*&?\s*(\w+)', s.text):
                 self.bindings.setdefault(m.group(2), set()).add(m.group(1))
         self.calls: dict[str, tuple[int, int, Path]] = {}  # method -> (rank, first, best path)
         for order, (node, region) in enumerate(py.nodes()):
@@ -445,11 +445,16 @@ class PeerTaint:
 
     def _update(self, call: ast.Call, fn: Function | None) -> bool:
         """``_cache.update(buf=b, ptrs=p)``: keyed elements; ``ptrs.append(peer)``: a table;
-        ``cudaIpcOpenMemHandle(ctypes.byref(p), ...)``: p is a peer pointer."""
+        ``cudaIpcOpenMemHandle(ctypes.byref(p), ...)``: p is a peer pointer;
+        ``all_gather_object(ptrs, buf.data_ptr())``: ptrs is every rank's pointers, a table."""
         if last_name(call.func) in PEER_ROOT_CALLS:
             outs = [a.args[0] for a in call.args if isinstance(a, ast.Call) and last_name(
                 a.func) in ("byref", "pointer", "addressof") and a.args]
             return any([self._bind(o, None, PEER, fn) for o in outs])
+        if last_name(call.func) == "all_gather_object" and len(call.args) == 2 and any(
+                isinstance(n, ast.Call) and last_name(n.func) == "data_ptr"
+                for n in ast.walk(call.args[1])):
+            return self._bind(call.args[0], None, TABLE, fn)
         if isinstance(call.func, ast.Attribute) and call.func.attr in (
                 "append", "extend", "insert", "add") and call.args:
             kind = max(self.kind(a, fn) for a in call.args)

@@ -203,3 +203,44 @@ def test_a_cpp_function_no_python_call_reaches_keeps_its_names() -> None:
 def test_schema_name_is_kept(tmp_path: Path) -> None:
     [row] = inspect_path(SOLUTIONS / "metadata_sizes.py")
     assert json.loads(render_json([row]))["schema"] == "pkbsim.inspect/1"
+
+
+PYBIND = '''\
+SRC = r"""
+#include <torch/extension.h>
+void push_impl(const at::Tensor& src, int64_t remote_ptr, int64_t own_ptr) {
+    cudaMemcpyAsync((void*)remote_ptr, src.data_ptr(), src.nbytes(), cudaMemcpyDefault, 0);
+    cudaMemcpyAsync((void*)own_ptr, src.data_ptr(), src.nbytes(), cudaMemcpyDefault, 0);
+}
+void table(at::Tensor dev, std::vector<int64_t> ptrs, int64_t rank, at::Tensor x) {
+    std::vector<void*> h(ptrs.size());
+    for (size_t i = 0; i < ptrs.size(); ++i) h[i] = (void*)ptrs[i];
+    cudaMemcpy(dev.data_ptr(), h.data(), h.size() * 8, cudaMemcpyHostToDevice);
+    cudaMemcpy(h[rank], x.data_ptr(), x.nbytes(), cudaMemcpyDefault);
+    cudaMemcpy(x.data_ptr(), h[(rank + 1) % 8], x.nbytes(), cudaMemcpyDefault);
+}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("push", &push_impl);
+    m.def("table", &table);
+}
+"""
+from torch.utils.cpp_extension import load_inline
+_ext = load_inline("e", cpp_sources=SRC)
+def solution(x):
+    rank = dist.get_rank()
+    ptrs = [None] * dist.get_world_size()
+    dist.all_gather_object(ptrs, x.data_ptr())
+    _ext.push(x, ptrs[rank], ptrs[(rank + 1) % len(ptrs)])
+    _ext.table(torch.empty(8, dtype=torch.int64), ptrs, rank, x)
+    return x
+'''
+
+
+def test_pybind_bindings_pointer_tables_and_gathered_pointers() -> None:
+    """The Python names a pybind11 ``.def`` gives: the flow, not the parameters' names,
+    decides (the own pointer is passed as ``remote_ptr``); pointers exchanged with
+    ``all_gather_object`` form a table; a host copy of it (``h[i] = ptrs[i]``) is a table
+    too: its upload and its own entry are local."""
+    row = inspect_source(HEAD + PYBIND, "case.py")
+    copies = [(s.line, s.path) for s in row.call_sites if s.kind == "copy_engine"]
+    assert copies == [(8, "hot"), (15, "hot")]
