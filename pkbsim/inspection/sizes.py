@@ -62,6 +62,9 @@ LIKE = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "rand
 REDUCTIONS = {"sum", "mean", "max", "min", "amax", "amin", "norm", "any", "all", "prod",
               "nansum", "nanmean", "count_nonzero", "std", "var", "median", "dot", "vdot",
               "vector_norm"}
+LOSSES = {"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+          "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+          "clip_grad_norm_", "get_total_norm"}  # one element (a loss reduced, a total norm)
 P_FIRST = {"norm", "vector_norm"}  # the first argument after the tensor is p, not dim
 STACKS = {"stack", "cat", "concat", "concatenate", "hstack", "vstack"}
 CASTS = {"float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16",
@@ -184,8 +187,8 @@ class Sizes:
         torch_fn = dotted.startswith("torch.") and (receiver is None or self._module(receiver))
         if receiver is not None and not torch_fn and self._module(receiver):
             return None  # a library other than torch
-        known = short in DATA_TENSORS | FACTORIES | LIKE | REDUCTIONS | STACKS | KEEPS | set(
-            CASTS) | {"arange", "bincount", "histc"} or short.endswith("_")
+        known = short in DATA_TENSORS | FACTORIES | LIKE | REDUCTIONS | STACKS | KEEPS | LOSSES \
+            | set(CASTS) | {"arange", "bincount", "histc"} or short.endswith("_")
         callees = self.py.callees(e, fn) if isinstance(e.func, ast.Name) or not known else []
         if callees and not torch_fn:
             return _join([self._returned(f, d) for f in callees])
@@ -229,6 +232,13 @@ class Sizes:
         extra = list(e.args) if not torch_fn else list(e.args[1:])
         if short in REDUCTIONS and operand is not None:
             return self._reduced(short, operand, extra, kw, fn, d)
+        if short in LOSSES and torch_fn and e.args:  # reduction "mean" (the default) or "sum"
+            reduction = kw.get("reduction")
+            how = self.py.ev.value(reduction, fn) if reduction is not None else None
+            if how is None or (isinstance(how, Const) and how.value in ("mean", "sum",
+                                                                      "batchmean")):
+                return Bound(1, self._dtype(e.args[0], fn))
+            return None
         if operand is None:
             return None
         if short in CASTS and not torch_fn and not extra:
@@ -737,6 +747,12 @@ class Sizes:
         d += 1
         if isinstance(e, ast.List | ast.Tuple | ast.Set):
             return None if any(isinstance(x, ast.Starred) for x in e.elts) else len(e.elts)
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult) and _listy(e.left, e.right):
+            lst, k = (e.left, e.right) if _listy(e.left) else (e.right, e.left)
+            n, times = self.length(lst, fn, d), self.integer(k, fn)
+            return n * times if n is not None and times is not None else None
+        if isinstance(e, ast.ListComp | ast.GeneratorExp):
+            return self._iterations(e.generators, fn, d)
         if isinstance(e, ast.Call):
             short = last_name(e.func)
             if short == "range":
@@ -746,13 +762,21 @@ class Sizes:
             if short == "zip" and e.args:
                 found = [n for n in (self.length(a, fn, d) for a in e.args) if n is not None]
                 return min(found) if found else None
+            if short == "tolist" and isinstance(e.func, ast.Attribute):
+                return _elements(self.tensor(e.func.value, fn, d))  # at most its elements
+            if short == "split":  # x.split([a, b, c]): one piece per size listed
+                at = 0 if isinstance(e.func, ast.Attribute) and not self._module(
+                    e.func.value) else 1
+                pieces = e.args[at] if len(e.args) > at else None
+                return self.length(pieces, fn, d) if pieces is not None and not self._scalar(
+                    pieces, fn) else None
             if short in ("chunk", "tensor_split"):
-                method = isinstance(e.func, ast.Attribute) and not self._module(e.func.value)
-                k = (e.args[0] if e.args else None) if method else (
-                    e.args[1] if len(e.args) > 1 else None)
-                k = k if k is not None else next((kw.value for kw in e.keywords if kw.arg in (
-                    "chunks", "sections", "indices_or_sections")), None)
-                return self.integer(k, fn) if k is not None else None
+                at = 0 if isinstance(e.func, ast.Attribute) and not self._module(
+                    e.func.value) else 1
+                sections = e.args[at] if len(e.args) > at else next(
+                    (kw.value for kw in e.keywords if kw.arg in (
+                        "chunks", "sections", "indices_or_sections")), None)
+                return self.integer(sections, fn) if sections is not None else None
         if isinstance(e, ast.Name):
             value = self.evs[0].value(e, fn)
             other = self.evs[1].value(e, fn)
@@ -874,27 +898,35 @@ class Sizes:
         return None
 
     def _data_dtype(self, data: ast.AST, fn: Function | None) -> str | None:
-        """torch.tensor's dtype for Python numbers: int64, float32 or bool."""
-        kinds: set[str] = set()
-        for n in ast.walk(data):
-            if isinstance(n, ast.Constant) and isinstance(n.value, bool):
-                kinds.add("bool")
-            elif isinstance(n, ast.Constant) and isinstance(n.value, int):
-                kinds.add("int64")
-            elif (isinstance(n, ast.Constant) and isinstance(n.value, float)) or (
-                    isinstance(n, ast.Call) and last_name(n.func) == "float"):
-                kinds.add("float32")
-            elif isinstance(n, ast.Call) and last_name(n.func) in INTEGER_SCALARS:
-                kinds.add("int64")
-        if not kinds:
-            value = self.py.ev.value(data, fn)
-            items = value.value if isinstance(value, Const) else None
-            flat = list(_flatten(items)) if items is not None else []
-            kinds = {"bool" if isinstance(v, bool) else "int64" if isinstance(v, int)
-                     else "float32" for v in flat if isinstance(v, int | float)}
+        """torch.tensor's dtype for Python numbers: float32 if any is a float, else int64
+        (bool when all are); None when a number's type is not known."""
+        kinds = [self._number_kind(leaf, fn) for leaf in _leaves(data)]
+        if not kinds or None in kinds:
+            return None
         if "float32" in kinds:
             return "float32"
-        return kinds.pop() if len(kinds) == 1 else None
+        return "bool" if set(kinds) == {"bool"} else "int64"
+
+    def _number_kind(self, e: ast.AST, fn: Function | None) -> str | None:
+        if isinstance(e, ast.Constant):
+            value = e.value
+        elif isinstance(e, ast.Call) and last_name(e.func) in ("float", "int", "bool"):
+            return {"float": "float32", "int": "int64", "bool": "bool"}[last_name(e.func)]
+        elif isinstance(e, ast.Call) and last_name(e.func) in INTEGER_SCALARS:
+            return "int64"
+        elif isinstance(e, ast.Subscript) and self._scalar(e, fn):
+            return "int64"  # x.shape[i], x.size()[i]
+        elif isinstance(e, ast.Compare):
+            return "bool"
+        else:
+            found = self.py.ev.value(e, fn)
+            if not isinstance(found, Const):
+                return None
+            value = found.value
+        if isinstance(value, bool):
+            return "bool"
+        return "int64" if isinstance(value, int) else "float32" if isinstance(
+            value, float) else None
 
     def _module(self, node: ast.AST) -> bool:
         """Is this a module (``torch``, ``torch.linalg``, ``np``), not a value?"""
@@ -951,10 +983,18 @@ def _plain_count(value: object) -> int | None:
     return None
 
 
-def _flatten(value: object) -> list[object]:
-    if isinstance(value, tuple | list):
-        return [x for v in value for x in _flatten(v)]
-    return [value]
+def _leaves(data: ast.AST) -> list[ast.AST]:
+    """The numbers a Python value given to torch.tensor is built from."""
+    if isinstance(data, ast.List | ast.Tuple | ast.Set):
+        return [x for e in data.elts for x in _leaves(e.value if isinstance(e, ast.Starred)
+                                                      else e)]
+    if isinstance(data, ast.ListComp | ast.GeneratorExp | ast.SetComp):
+        return _leaves(data.elt)
+    if isinstance(data, ast.BinOp) and _listy(data.left, data.right):
+        return [x for side in (data.left, data.right) if _listy(side) for x in _leaves(side)]
+    if isinstance(data, ast.IfExp):
+        return [*_leaves(data.body), *_leaves(data.orelse)]
+    return [data]
 
 
 def _params(fn: Function) -> set[str]:

@@ -75,6 +75,14 @@ def one(body: str, profile: Profile | None = None) -> CallSite:
      "    dist.all_to_all_single(torch.empty_like(c), c)\n", 4),
     ("class P:\n    pass\ndef solution(x):\n    p = P()\n"
      "    p.counts = torch.bincount(x, minlength=W)\n    dist.all_reduce(p.counts)\n", 8),
+    # the pieces of a split by a list of W sizes; a bounded tensor's tolist()
+    ("def solution(x):\n    parts = x.split([4] * W)\n"
+     "    dist.all_reduce(torch.tensor([p.shape[0] for p in parts]))\n", 8),
+    ("def solution(x, y):\n    c = torch.bincount(y, minlength=W).tolist()\n"
+     "    dist.all_reduce(torch.tensor([int(v) for v in c]))\n", 8),
+    # a loss reduced to one element (the default "mean")
+    ("import torch.nn.functional as F\ndef solution(x, y):\n"
+     "    dist.all_reduce(F.cross_entropy(x.float(), y).detach())\n", 1),
 ])
 def test_bounded(body: str, elements: int) -> None:
     site = one(body)
@@ -99,6 +107,10 @@ def test_bounded(body: str, elements: int) -> None:
     "def solution(x, idx):\n    dist.all_reduce(torch.zeros(4)[idx])\n",
     # a bit cast of the input
     "def solution(x):\n    dist.all_reduce(x.view(torch.uint8))\n",
+    # a loss per element; one entry per item of a parameter's list
+    "import torch.nn.functional as F\ndef solution(x, y):\n"
+    "    dist.all_reduce(F.mse_loss(x, y, reduction='none'))\n",
+    "def solution(x, seqs):\n    dist.all_reduce(torch.tensor([len(s) for s in seqs]))\n",
 ])
 def test_not_bounded(body: str) -> None:
     site = one(body)
