@@ -165,7 +165,8 @@ class CPeers:
             close = f.src.close(f.body[0] + m.end() - 1) - f.body[0]
             args = _split(code[m.end():close])
             for g in callees:
-                g.reached = True
+                if not g.reached:  # its parameters' names no longer decide: read it again
+                    g.reached = changed = True
                 for i, arg in enumerate(args):
                     kind = PEER if _peer(arg, t) else TABLE if _table(arg, t) else NONE
                     if kind > g.kinds.get(i, NONE):

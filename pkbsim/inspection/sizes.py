@@ -17,7 +17,8 @@ of a helper of the file to what it returns. A bound is built from
 - factories whose sizes are integers the profile gives without the inputs' sizes (literals,
   module constants, the world size, sums and products of these): ``torch.empty(1)``,
   ``torch.zeros(W, dtype=torch.int64)``, ``torch.arange(W)``, ``zeros_like`` of a bounded tensor;
-- full reductions (no ``dim``): ``.sum()``, ``.max()``, ``.norm()``, ``torch.linalg.vector_norm``;
+- full reductions (no ``dim``): ``.sum()``, ``.max()``, ``.norm()``, ``torch.linalg.vector_norm``,
+  a loss reduced by its default mean;
   ``torch.stack``/``torch.cat`` of a bounded list of bounded tensors; ``bincount(minlength=K)``
   and ``histc(bins=K)``;
 - any of these through views, casts, copies, element-wise arithmetic with a scalar, indexing

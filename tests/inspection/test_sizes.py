@@ -256,3 +256,26 @@ def test_pybind_bindings_pointer_tables_and_gathered_pointers() -> None:
     row = inspect_source(HEAD + PYBIND, "case.py")
     copies = [(s.line, s.path) for s in row.call_sites if s.kind == "copy_engine"]
     assert copies == [(8, "hot"), (15, "hot")]
+
+
+def test_a_cpp_helper_reached_only_from_cpp_takes_its_callers_arguments() -> None:
+    """``a_copy(void* peer_dst, ...)`` called by the bound function with local pointers: its
+    parameter's name no longer decides, whatever order the functions are read in."""
+    body = textwrap.dedent('''\
+        SRC = r"""
+        static void a_copy(void* peer_dst, const void* src, long n) {
+            cudaMemcpyAsync(peer_dst, src, n, cudaMemcpyDefault, 0);
+        }
+        void run(torch::Tensor out, torch::Tensor x) {
+            a_copy(out.data_ptr(), x.data_ptr(), x.nbytes());
+        }
+        """
+        from torch.utils.cpp_extension import load_inline
+        _ext = load_inline("e", cpp_sources=SRC, functions=["run"])
+        def solution(x):
+            out = torch.empty_like(x)
+            _ext.run(out, x)
+            return out
+    ''')
+    row = inspect_source(HEAD + body, "case.py")
+    assert not [s for s in row.call_sites if s.kind == "copy_engine"]
