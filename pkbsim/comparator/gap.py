@@ -12,7 +12,9 @@ inspection no term has evidence and the whole gap is residual.
 
 Inspection fields read (a plain mapping; missing flags are false): ``mechanisms`` (list),
 ``nccl_on_hot_path`` (list of torch.distributed call names; ``dist.`` prefixes and anything
-after the name are dropped), every FLAGS name (bool), and optionally ``custom_kernels`` (int,
+after the name are dropped; a name ending in ``(metadata)`` is a metadata call), every FLAGS name
+(bool), optionally ``call_sites`` (the inspection's: each hot ``nccl_metadata`` site's
+``call``, ``line`` and, where bounded, ``elements`` and ``dtype``), ``custom_kernels`` (int,
 kernels launched per call), ``host_syncs`` (int, synchronisations per call), ``evidence``
 (name -> line numbers or (line, snippet) pairs, quoted in the evidence texts) and ``program``
 (a ``pkbsim.trace.program.Program``: the traced reference program the implementation runs). A
@@ -40,17 +42,23 @@ unknown and it adds to no term (the residual says so).
 **Terms.** Each has a GPU part ``g`` (on the stream) and a host part ``h`` (Python dispatch):
 
 - ``launch_sync_latency``: g = (K - 1)+ L + [device_barrier] sigma max(sum_custom r_o, 1)
-  + [barrier] N_c + [per_call_rendezvous] 2 N_c + n_meta N_c;
+  + [barrier] N_c + [per_call_rendezvous] 2 N_c + sum_meta t_m;
   h = K H_l + P H_c + ([barrier] + 2 [per_call_rendezvous] + n_meta) H_c, where [barrier] is
-  host_barrier_per_call or a barrier call on the hot path.
+  host_barrier_per_call or a barrier call on the hot path, and t_m a metadata call's latency:
+  the simulator's time of that collective at its size (``pkbsim.sim.simulate_nccl_call``:
+  NCCL's choice, its stream's launch included) where the inspection bounded its size (a call
+  site's ``elements`` and ``dtype``), else N_c.
   K = custom kernels per call (``custom_kernels``, at least 1 when fused_comm_compute is set or
   a mechanism other than nccl_payload and copy_engine is listed: a library kernel such as
   torch's symmetric-memory all-reduce counts); the roofline's floor already holds one launch
   and each op's fewest sync steps. A device barrier is one extra sync step (flag round trip) per
   custom-carried op instance; a rendezvous is a handle exchange plus a barrier, two small
   NCCL calls (IPC opening is not modelled: a lower bound). P = sum r_o over NCCL-carried ops;
-  n_meta = hot-path calls that are neither barriers, queries (get_rank, ...) nor of the kind of
-  one of the task's comm ops (an all_gather_object of sizes in an all-to-all task, ...).
+  n_meta = the hot calls marked ``(metadata)`` (one per hot ``nccl_metadata`` call site when
+  ``call_sites`` are given: a counts vector, a flag, a scalar norm, an object collective) that
+  are neither barriers nor queries, and the unmarked hot-path calls that are neither barriers,
+  queries (get_rank, ...) nor of the kind of one of the task's comm ops. A metadata call never
+  makes NCCL an op's carrier: only unmarked calls name the NCCL-carried kinds.
   With a ``program``: P = the program's collective calls, n_meta = 0 (each traced call is
   counted in P).
 - ``mechanism_inefficiency``: g = sum over ops with a known carrier of max(0, t_c(o) - t*_o).
@@ -112,6 +120,7 @@ zeroes; so PKB's reference's C is its predicted time. ``custom_best`` runs the t
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -120,11 +129,12 @@ from typing import Any
 
 from pkbsim.comparator.reference import ReferenceModel, reference_model
 from pkbsim.errors import PkbsimError, UsageError
+from pkbsim.inspection.profile import ITEMSIZE
 from pkbsim.inspection.vocab import FLAGS, MECHANISMS
 from pkbsim.placement import fabric_for, group_context, group_members
 from pkbsim.roofline import Candidate, CommBound, Roofline
 from pkbsim.roofline import roofline as compute_roofline
-from pkbsim.sim import SimResult, Strategy, nccl, simulate
+from pkbsim.sim import SimResult, Strategy, nccl, simulate, simulate_nccl_call
 from pkbsim.sim.strategies import OpOverride
 from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
 from pkbsim.topology.schema import Topology
@@ -149,9 +159,17 @@ CALL_KINDS = {
     "batch_isend_irecv": "send_recv",
 }
 BARRIER_CALLS = ("barrier", "monitored_barrier")
+SETUP_CALLS = ("init_process_group", "destroy_process_group", "new_subgroups")
+METADATA_MARK = " (metadata)"  # how the inspection marks a metadata call on the hot path
 QUERY_CALLS = ("get_rank", "get_world_size", "is_initialized", "is_available", "get_backend",
                "get_process_group_ranks", "get_group_rank", "get_global_rank", "new_group")
 RENDEZVOUS_CALLS = 2  # a handle exchange and a barrier
+OBJECT_CALLS = {"all_gather_object", "broadcast_object_list", "gather_object",
+                "scatter_object_list", "send_object_list", "recv_object_list"}  # pickled: no size
+KIND_WORDS = {"all_reduce": "all-reduce", "all_gather": "all-gather",
+              "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all",
+              "broadcast": "broadcast", "reduce": "reduce", "gather": "gather",
+              "scatter": "scatter", "send_recv": "send/recv"}
 NEGLIGIBLE_US = 1e-6  # a term below this gets no fix (rounding of a zero)
 _CALL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
@@ -214,16 +232,29 @@ class Gap:
 # ---------------------------------------------------------------- the inspection
 
 @dataclass(frozen=True)
+class MetaCall:
+    """A hot torch.distributed call that moves metadata, not the payload (a counts vector, a
+    flag, a norm: the inspection's size rule), with its size where the inspection bounds it."""
+
+    call: str  # torch.distributed name, e.g. all_gather_into_tensor
+    line: int | None = None
+    elements: int | None = None
+    dtype: str | None = None
+
+
+@dataclass(frozen=True)
 class Profile:
     """An inspection, checked: what the implementation does."""
 
     mechanisms: frozenset[str]
-    calls: tuple[str, ...]  # normalised torch.distributed call names on the hot path
+    calls: tuple[str, ...]  # normalised torch.distributed call names on the hot path (payload)
     flags: Mapping[str, bool] = field(hash=False)
     kernels: int = 0
     host_syncs: int = 0
     lines: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
     program: Program | None = field(default=None, hash=False)  # the reference's traced program
+    metadata: tuple[str, ...] = ()  # hot calls marked "(metadata)", barriers included
+    meta: tuple[MetaCall, ...] = ()  # those that count as metadata calls, sizes where known
 
     def flag(self, name: str) -> bool:
         return bool(self.flags.get(name, False))
@@ -253,6 +284,9 @@ def read_inspection(data: Mapping[str, Any], source: str = "inspection") -> Prof
     if not isinstance(calls, Sequence) or isinstance(calls, str) or not all(
             isinstance(c, str) for c in calls):
         raise fail("nccl_on_hot_path", "expected a list of call names")
+    metadata = tuple(_call_name(c) for c in calls if c.endswith(METADATA_MARK))
+    payload = tuple(_call_name(c) for c in calls if not c.endswith(METADATA_MARK))
+    meta = _meta_calls(data.get("call_sites", ()), metadata, fail)
     flags: dict[str, bool] = {}
     for name in FLAGS:
         value = data.get(name, False)
@@ -267,8 +301,42 @@ def read_inspection(data: Mapping[str, Any], source: str = "inspection") -> Prof
     program = data.get("program")
     if program is not None and not isinstance(program, Program):
         raise fail("program", "expected a traced reference program (pkbsim.trace.program)")
-    return Profile(frozenset(mechs), tuple(_call_name(c) for c in calls), flags, kernels,
-                   syncs, lines, program)
+    return Profile(frozenset(mechs), payload, flags, kernels, syncs, lines, program, metadata,
+                   meta)
+
+
+def _meta_calls(sites: object, metadata: tuple[str, ...], fail: _Fail
+                ) -> tuple[MetaCall, ...]:
+    """The hot metadata calls that count as calls (not barriers, queries or group creation):
+    each hot ``nccl_metadata`` call site, with the size the inspection bounded; a name marked
+    "(metadata)" on the hot path that no call site gives, of unknown size."""
+    if not isinstance(sites, Sequence) or isinstance(sites, str):
+        raise fail("call_sites", "expected a list of call sites")
+    found: list[MetaCall] = []
+    for i, site in enumerate(sites):
+        get = site.get if isinstance(site, Mapping) else (
+            lambda key, default=None, s=site: getattr(s, key, default))
+        if get("kind") != "nccl_metadata" or get("path") != "hot":
+            continue
+        call, line = get("call"), get("line")
+        elements, dtype = get("elements"), get("dtype")
+        if not isinstance(call, str) or not isinstance(line, int) or isinstance(line, bool):
+            raise fail(f"call_sites[{i}]", "expected a call name and a line number")
+        if elements is not None and (isinstance(elements, bool) or not isinstance(
+                elements, int) or elements < 0):
+            raise fail(f"call_sites[{i}].elements", f"expected a whole number >= 0, got "
+                                                    f"{elements!r}")
+        if dtype is not None and not isinstance(dtype, str):
+            raise fail(f"call_sites[{i}].dtype", f"expected a dtype name, got {dtype!r}")
+        if _counts_as_meta(call):
+            found.append(MetaCall(call, line, elements, dtype))
+    given = {m.call for m in found}
+    found += [MetaCall(c) for c in metadata if _counts_as_meta(c) and c not in given]
+    return tuple(found)
+
+
+def _counts_as_meta(call: str) -> bool:
+    return call not in BARRIER_CALLS and call not in QUERY_CALLS and call not in SETUP_CALLS
 
 
 _Fail = Callable[[str, str], PkbsimError]
@@ -430,18 +498,23 @@ def _launch_sync(inst: TaskInstance, topo: Topology, prof: Profile,
     k = prof.kernels
     n_custom = sum(c.bound.op.repeat for c in carried if c.pin and not c.nccl)
     payload = {CALL_KINDS.get(c) for c in prof.calls} & {c.bound.op.kind for c in carried}
-    meta = [c for c in prof.calls if c not in BARRIER_CALLS and c not in QUERY_CALLS
-            and not (c in CALL_KINDS and CALL_KINDS[c] in payload)]
+    # a plain name (no "(metadata)" mark) is a metadata call unless the task has its kind
+    meta = [MetaCall(c) for c in prof.calls if c not in BARRIER_CALLS and c not in QUERY_CALLS
+            and not (c in CALL_KINDS and CALL_KINDS[c] in payload)] + list(prof.meta)
     if prof.program is not None:  # the traced calls themselves, each a payload call
         p = sum(s.times for s in prof.program.segments if s.end == "collective")
         meta = []
     else:
         p = sum(c.bound.op.repeat for c in carried if c.nccl)
-    barrier = prof.flag("host_barrier_per_call") or any(c in BARRIER_CALLS for c in prof.calls)
+    barrier = prof.flag("host_barrier_per_call") or any(
+        c in BARRIER_CALLS for c in (*prof.calls, *prof.metadata))
     rdv = prof.flag("per_call_rendezvous")
     barriers = max(n_custom, 1) if prof.flag("device_barrier") else 0
     calls = int(barrier) + RENDEZVOUS_CALLS * int(rdv) + len(meta)
-    gpu = (max(k - 1, 0) * lat.kernel_launch_us + barriers * sigma + calls * lat.nccl_call_us)
+    latencies = [_meta_latency(m, topo, inst.world_size) for m in meta]
+    gpu = (max(k - 1, 0) * lat.kernel_launch_us + barriers * sigma
+           + (int(barrier) + RENDEZVOUS_CALLS * int(rdv)) * lat.nccl_call_us
+           + math.fsum(t for t, _ in latencies))
     host = k * lat.host_launch_us + (p + calls) * lat.host_collective_us
     parts = []
     if k:
@@ -461,21 +534,53 @@ def _launch_sync(inst: TaskInstance, topo: Topology, prof: Profile,
         parts.append(f"{prof.cite('per_call_rendezvous')}: handle exchange + barrier, "
                      f"2 x ({lat.nccl_call_us:g} us GPU, {lat.host_collective_us:g} us host)")
     if meta:
-        parts.append(f"{len(meta)} metadata call(s) ({', '.join(meta)}) x "
-                     f"{lat.nccl_call_us:g} us")
+        parts.append(f"{len(meta)} metadata call(s): " + "; ".join(
+            text for _, text in latencies))
     fixes = ["fuse the work into one kernel launched once per call"] if k > 1 or p else []
     if barrier or barriers:
         fixes.append("replace barriers by per-peer flags in the kernel")
     if rdv:
         fixes.append("set up symmetric memory / IPC handles once, outside the timed call")
     if meta:
-        fixes.append("compute sizes on the device instead of exchanging them")
+        fixes.append("exchange counts, flags and norms inside the kernel (or compute them on "
+                     "the device) instead of in separate NCCL calls")
     if not fixes:  # one launch: the harness's floor; only less host work per call helps
         fixes.append("cut Python work per call (one launch is PKB's floor; a CUDA graph "
                      "replay costs less host time than several launches)")
     fix = "; ".join(fixes)
     return _Raw("launch_sync_latency", gpu * US, host * US, "; ".join(parts),
                 fix[0].upper() + fix[1:] + ".")
+
+
+def _meta_latency(m: MetaCall, topo: Topology, world_size: int) -> tuple[float, str]:
+    """A metadata call's GPU latency per call (us) and its evidence: the simulator's time of
+    that collective at its size (pkbsim.sim.simulate_nccl_call: NCCL's own choice, its
+    stream's launch included) when the inspection bounded the size, else nccl_call_us."""
+    kind = CALL_KINDS.get(m.call)
+    where = f" (line {m.line})" if m.line else ""
+    what = f"an NCCL {KIND_WORDS.get(kind or '', m.call)}" if kind else f"a {m.call}"
+    if m.elements is not None and kind is not None and m.call not in OBJECT_CALLS:
+        nbytes = m.elements * ITEMSIZE.get(m.dtype or "", 4)
+        size = f"{m.elements} {m.dtype} value(s)" if m.dtype else f"{m.elements} element(s)"
+        latency = _simulated_call_us(topo, kind, nbytes, world_size)
+        if latency is not None:
+            return latency, (f"{what} of {size}{where} on every call: about {latency:.3g} us "
+                             "of latency (simulated at that size)")
+        return topo.latency.nccl_call_us, (
+            f"{what} of {size}{where} on every call: about {topo.latency.nccl_call_us:g} us "
+            "of latency (nccl_call_us; the simulator cannot run it here)")
+    return topo.latency.nccl_call_us, (
+        f"{what}{where}, size unknown, on every call: about {topo.latency.nccl_call_us:g} us "
+        "of latency (nccl_call_us)")
+
+
+@functools.lru_cache(maxsize=256)
+def _simulated_call_us(topo: Topology, kind: str, nbytes: int, world_size: int
+                       ) -> float | None:
+    try:
+        return simulate_nccl_call(topo, kind, nbytes, world_size).time_s / US
+    except PkbsimError:
+        return None
 
 
 def _mechanism(carried: list[_Carried]) -> _Raw:

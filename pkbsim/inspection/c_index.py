@@ -73,6 +73,13 @@ def functions(shape: TextIndex) -> Iterator[tuple[str, int]]:
     "{"): ``\b(\w+)\s*\([^;{}]*\)\s*(?:const\s*)?(?:noexcept\s*)?\{`` with
     ``finditer``. The "{" can only be the first of ";{}" after the "(", and the ")" the last
     before it."""
+    for name, _paren, brace in function_heads(shape):
+        yield name, brace
+
+
+def function_heads(shape: TextIndex) -> Iterator[tuple[str, int, int]]:
+    """C++ function definitions as (name, index of the "(" opening the parameters, index of
+    the "{" opening the body), as :func:`functions` finds them."""
     text, resume = shape.text, 0
     tails: dict[int, int] = {}  # "{" -> the ")" before it, if only a tail lies between, or -1
     for m in NAME_CALL.finditer(text):
@@ -90,7 +97,7 @@ def functions(shape: TextIndex) -> Iterator[tuple[str, int]]:
             continue
         resume = brace + 1
         if m.group(1) not in C_NOT_FUNCTIONS:
-            yield m.group(1), brace
+            yield m.group(1), m.end() - 1, brace
 
 
 def function_map(shape: TextIndex) -> tuple[list[int], list[str]]:

@@ -1,10 +1,11 @@
 """Call sites that move or set up the task's data between GPUs, each placed on the profile's path.
 
 Kinds: ``nccl_payload`` (a torch.distributed data collective or send/recv), ``nccl_metadata``
-(barriers, object collectives, groups, collectives of literal tensors), ``copy_engine`` (a peer
-copy: ``cudaMemcpyPeer*`` however it is reached, or a memcpy/``copy_``/slice assignment whose
-source or destination is a peer pointer or a tensor built on one) and ``rendezvous``
-(symmetric-memory rendezvous and allocation, IPC handle get and open).
+(barriers, object collectives, groups, and collectives whose sent tensor the size rule bounds:
+pkbsim/inspection/sizes.py), ``copy_engine`` (a peer copy: ``cudaMemcpyPeer*`` however it is
+reached, or a memcpy/``copy_``/slice assignment whose source or destination is a peer pointer
+or a tensor built on one; in C++, a peer pointer as pkbsim/inspection/c_peers.py follows it)
+and ``rendezvous`` (symmetric-memory rendezvous and allocation, IPC handle get and open).
 
 Peer pointers are followed through the file (a taint): symmetric memory's ``buffer_ptrs`` and
 ``get_buffer(peer, ...)``, ``cudaIpcOpenMemHandle``/``ipcOpenMemHandle``/
@@ -20,10 +21,10 @@ import re
 from dataclasses import dataclass
 
 from pkbsim.inspection.c_index import NAME_CALL
+from pkbsim.inspection.c_peers import CPeers
 from pkbsim.inspection.device_source import DeviceSource
 from pkbsim.inspection.patterns import (
     C_COPY_ENGINE,
-    C_PEER_COPY,
     DIST_DATA,
     DIST_METADATA,
     DIST_PREFIXES,
@@ -46,10 +47,10 @@ from pkbsim.inspection.python_model import (
     listed_dist,
     unparse,
 )
+from pkbsim.inspection.sizes import Bound, Sizes
 
 CALL_KINDS = ("nccl_payload", "nccl_metadata", "copy_engine", "rendezvous")
 TAINT_ROUNDS = 10  # rounds until nothing changes; chains through caches need several
-LITERAL_TENSOR = {"tensor", "as_tensor", "LongTensor", "IntTensor", "FloatTensor"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,16 @@ class CallSite:
     condition: str  # why it is not hot ("" when hot)
     source: str = "static"  # "static", or "profiler" when a run log added or moved it
     snippet: str = ""  # the source line
+    elements: int | None = None  # nccl_metadata by its size: the sent tensor's elements
+    dtype: str | None = None  # and their dtype, where known
+
+    @property
+    def size(self) -> str:
+        """``8 x int64``, ``1 element``; "" when the size is not known."""
+        if self.elements is None:
+            return ""
+        return f"{self.elements} x {self.dtype}" if self.dtype else (
+            f"{self.elements} element" + ("s" if self.elements != 1 else ""))
 
     @property
     def key(self) -> tuple[int, str]:
@@ -73,55 +84,64 @@ def call_sites(py: PythonModel, sources: list[DeviceSource]) -> list[CallSite]:
     """Every call site of CALL_KINDS in the file, sorted by line; one per (line, kind), at the
     best path it is reached on."""
     peers = PeerTaint(py)
+    sizes = Sizes(py)
     found: dict[tuple[int, str], CallSite] = {}
 
-    def add(line: int, call: str, kind: str, path: Path) -> None:
-        site = CallSite(line, call, kind, path.label, path.why)
+    def add(line: int, call: str, kind: str, path: Path, bound: Bound | None = None) -> None:
+        site = CallSite(line, call, kind, path.label, path.why,
+                        elements=bound.elements if bound else None,
+                        dtype=bound.dtype if bound else None)
         old = found.get(site.key)
         if old is None or path.better(Path(old.path, old.condition)):
             found[site.key] = site
 
     for node, region in py.nodes():
         if isinstance(node, ast.Call):
-            kind, call = _classify(py, peers, node, region)
+            kind, call, bound = _classify(py, peers, sizes, node, region)
             if kind:
-                add(node.lineno, call, kind, region.path)
+                add(node.lineno, call, kind, region.path, bound)
         elif isinstance(node, ast.Assign) and _slice_copy(peers, node, region.function):
             add(node.lineno, "slice assignment", "copy_engine", region.path)
     c_paths: _CPaths | None = None
+    c_peers: CPeers | None = None
     for src in sources:
         for m in C_COPY_ENGINE.finditer(src.code):
-            if m.group(1) and not _peer_args(src, m.end()):
-                continue  # cudaMemcpyAsync in C on pointers not named peer/remote
+            if m.group(1):  # cudaMemcpy[2D][Async], cuMemcpyDtoD[Async]: on a peer pointer?
+                c_peers = c_peers or CPeers(py, sources, peers.kind)
+                if not c_peers.copy(src, m):
+                    continue
             call = re.sub(r"\s*\($", "", m.group(0))
             c_paths = c_paths or _CPaths(py, sources)
             add(src.line(m.start()), call, "copy_engine", c_paths.path(src.enclosing(m.start())))
     return sorted(found.values(), key=lambda s: (s.line, s.kind))
 
 
-def _classify(py: PythonModel, peers: PeerTaint, call: ast.Call, region: Region
-              ) -> tuple[str, str]:
+def _classify(py: PythonModel, peers: PeerTaint, sizes: Sizes, call: ast.Call,
+              region: Region) -> tuple[str, str, Bound | None]:
     name = py.dotted(call.func) or ""
     short = name.rsplit(".", 1)[-1] if name else last_name(call.func)
     if name.startswith(DIST_PREFIXES) and listed_dist(name, short):
-        if short in DIST_METADATA or _literal_tensor_arg(call, region.function):
-            return "nccl_metadata", short
-        return ("nccl_payload", short) if short in DIST_DATA else ("", "")
+        if short in DIST_METADATA:
+            return "nccl_metadata", short, None
+        if short not in DIST_DATA:
+            return "", "", None
+        bound = sizes.sent(call, name, short, region.function)  # the size rule (issue 32)
+        return ("nccl_metadata" if bound else "nccl_payload"), short, bound
     if short in PY_RENDEZVOUS_SITES or name == "torch.distributed._symmetric_memory.empty":
-        return "rendezvous", short
+        return "rendezvous", short, None
     if short in PY_COPY_ENGINE:
-        return "copy_engine", short
+        return "copy_engine", short, None
     fn = region.function
     if PY_MEMCPY.fullmatch(short) and any(peers.reads(a, fn) for a in
                                           [*call.args, *(k.value for k in call.keywords)]):
-        return "copy_engine", short
+        return "copy_engine", short, None
     if short == "copy_" and isinstance(call.func, ast.Attribute):
         operands = [call.func.value, *call.args[:1]]
         if name == "torch.Tensor.copy_":
             operands = list(call.args[:2])
         if any(peers.reads(o, fn) for o in operands):
-            return "copy_engine", short
-    return "", ""
+            return "copy_engine", short, None
+    return "", "", None
 
 
 def _slice_copy(peers: PeerTaint, node: ast.Assign, fn: Function | None) -> bool:
@@ -152,30 +172,6 @@ def _has_get_buffer(node: ast.AST) -> bool:
                for n in ast.walk(node))
 
 
-def _literal_tensor_arg(call: ast.Call, fn: Function | None) -> bool:
-    """Is a tensor argument (the first two, or tensor=/input=) built from a Python literal
-    (``torch.tensor([n])``): metadata, such as sizes exchanged before the payload?"""
-    args = [*call.args[:2], *(k.value for k in call.keywords if k.arg in ("tensor", "input"))]
-    return any(_literal(arg, fn) for arg in args)
-
-
-def _literal(arg: ast.AST | None, fn: Function | None) -> bool:
-    if isinstance(arg, ast.Name) and fn is not None:
-        values = [n.value for n in ast.walk(fn) if isinstance(n, ast.Assign)
-                  and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)]
-        arg = values[-1] if values else None
-    return (isinstance(arg, ast.Call) and last_name(arg.func) in LITERAL_TENSOR and bool(arg.args)
-            and isinstance(arg.args[0], ast.List | ast.Tuple | ast.Constant))
-
-
-def _peer_args(src: DeviceSource, start: int) -> bool:
-    """Do the arguments of the call whose "(" ends at ``start`` name a peer or remote?"""
-    end = src.code_index.close(start - 1) + 1  # after its ")", or the end of the source
-    at = src.code_index.next(C_PEER_COPY.pattern, start)
-    match = C_PEER_COPY.match(src.code, at) if at >= 0 else None
-    return match is not None and match.end() <= end
-
-
 class _CPaths:
     """The path of each C++ function: that of the Python calls of its binding (or of the bound
     C++ functions that call it); setup-named functions (init_..., open_handles) run once.
@@ -188,7 +184,7 @@ class _CPaths:
                 self.callers.setdefault(m.group(1), set()).add(s.enclosing(m.start()))
         self.bindings: dict[str, set[str]] = {}  # C++ function -> its Python names (.def)
         for s in sources:
-            for m in re.finditer(r'\.def\(\s*"(\w+)"\s*,\s*&?\s*(\w+)', s.code + s.shape):
+            for m in re.finditer(r'\.def\(\s*"(\w+)"\s*,\s*&?\s*(\w+)', s.text):
                 self.bindings.setdefault(m.group(2), set()).add(m.group(1))
         self.calls: dict[str, tuple[int, int, Path]] = {}  # method -> (rank, first, best path)
         for order, (node, region) in enumerate(py.nodes()):
@@ -449,11 +445,16 @@ class PeerTaint:
 
     def _update(self, call: ast.Call, fn: Function | None) -> bool:
         """``_cache.update(buf=b, ptrs=p)``: keyed elements; ``ptrs.append(peer)``: a table;
-        ``cudaIpcOpenMemHandle(ctypes.byref(p), ...)``: p is a peer pointer."""
+        ``cudaIpcOpenMemHandle(ctypes.byref(p), ...)``: p is a peer pointer;
+        ``all_gather_object(ptrs, buf.data_ptr())``: ptrs is every rank's pointers, a table."""
         if last_name(call.func) in PEER_ROOT_CALLS:
             outs = [a.args[0] for a in call.args if isinstance(a, ast.Call) and last_name(
                 a.func) in ("byref", "pointer", "addressof") and a.args]
             return any([self._bind(o, None, PEER, fn) for o in outs])
+        if last_name(call.func) == "all_gather_object" and len(call.args) == 2 and any(
+                isinstance(n, ast.Call) and last_name(n.func) == "data_ptr"
+                for n in ast.walk(call.args[1])):
+            return self._bind(call.args[0], None, TABLE, fn)
         if isinstance(call.func, ast.Attribute) and call.func.attr in (
                 "append", "extend", "insert", "add") and call.args:
             kind = max(self.kind(a, fn) for a in call.args)

@@ -50,6 +50,7 @@ class DeviceSource:
     last_line: int
     exact: bool
     peer_lines: list[int] = field(default_factory=list)
+    text: str = ""  # the string as written (C strings kept: pybind11's .def("name", &f))
 
     @cached_property
     def code_index(self) -> TextIndex:
@@ -128,7 +129,7 @@ def device_sources(py: PythonModel) -> list[DeviceSource]:
             code, shape = _strip_c(text)
             last = node.end_lineno or node.lineno
             sources.append(DeviceSource(code, shape, node.lineno, last,
-                                        last - node.lineno == text.count("\n")))
+                                        last - node.lineno == text.count("\n"), text=text))
     return sources
 
 

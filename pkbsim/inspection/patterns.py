@@ -73,9 +73,9 @@ C_MECHANISMS = {
     "overlap_attempt": r"\bcudaStreamCreate\w*\s*\(|\bcudaStreamWaitEvent\s*\(",
     "host_sync": r"\bcuda(?:Device|Stream|Event)Synchronize\s*\(",
 }
+# a peer copy: cudaMemcpyPeer* always; group 1, a memcpy, only on a peer pointer (c_peers)
 C_COPY_ENGINE = re.compile(r"\b(?:cuda|cu)Memcpy(?:2D|3D)?Peer(?:Async)?\s*\(|"
-                           r"\b(cudaMemcpy(?:2D)?Async|cuMemcpyDtoDAsync(?:_v2)?)\s*\(")
-C_PEER_COPY = re.compile(r"(?i:peer|remote)")
+                           r"\b(cudaMemcpy(?:2D)?(?:Async)?|cuMemcpyDtoD(?:Async)?(?:_v2)?)\s*\(")
 C_SETUP_FUNCTION = re.compile(r"(?i)init|setup|open|create|register|alloc|exchange|handle")
 C_COMPUTE = re.compile(r"\b(?:wgmma|mma|wmma|hmma)\b|\bmma_\w+\s*[<(]|\b(?:__hfma2?|fmaf|__expf"
                        r"|expf?|exp2f?|__logf|logf?|rsqrtf?|sqrtf?|tanhf?)\s*\(")

@@ -214,6 +214,7 @@ class Evaluator:
         self._assigns = _assignments(py)
         self._mutated = _mutated(py)
         self._declared: dict[int, set[str]] = {}
+        self._cut = False  # a value was cut short by MAX_DEPTH: not one to remember
 
     def _globals(self, fn: Function) -> set[str]:
         key = id(fn)
@@ -280,6 +281,7 @@ class Evaluator:
 
     def value(self, e: ast.AST, fn: Function | None, depth: int = 0) -> Value:
         if depth > MAX_DEPTH:
+            self._cut = True
             return UNKNOWN
         d = depth + 1
         if isinstance(e, ast.Constant):
@@ -356,6 +358,7 @@ class Evaluator:
         if key in self._active:  # x = x.contiguous(): the other assignments decide
             return UNKNOWN
         self._active.add(key)
+        outer_cut, self._cut = self._cut, False
         try:
             values = []
             if key in self._mutated:  # ops = []; ops.append(...): not the empty list
@@ -371,7 +374,9 @@ class Evaluator:
             result = join(values)
         finally:
             self._active.discard(key)
-        self._names[key] = result
+            cut, self._cut = self._cut, outer_cut or self._cut
+        if not cut:  # a value cut short by the depth is not the name's value
+            self._names[key] = result
         return result
 
     def _assigned(self, node: ast.AST, target: ast.AST, scope: Function | None,
@@ -416,8 +421,15 @@ class Evaluator:
         if key in self._params:
             return self._params[key]
         self._params[key] = UNKNOWN  # recursion guard
-        result = self._param_value(fn, name, depth)
-        self._params[key] = result
+        outer_cut, self._cut = self._cut, False
+        try:
+            result = self._param_value(fn, name, depth)
+        finally:
+            cut, self._cut = self._cut, outer_cut or self._cut
+        if cut:
+            del self._params[key]  # cut short by the depth: not the parameter's value
+        else:
+            self._params[key] = result
         return result
 
     def _param_value(self, fn: Function, name: str, depth: int) -> Value:

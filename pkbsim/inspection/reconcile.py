@@ -10,7 +10,8 @@ shows. Per call, over the profiled ranks (the most any rank ran):
 - a hot ``nccl_payload`` site when no NCCL ran at all, or when the host's collective ops were
   recorded and its operation is not among them, becomes ``fallback``, and ``nccl_payload``
   leaves the mechanisms when no site stays hot;
-- NCCL that ran with no site to account for it is added as a site from the profiler (line 0);
+- NCCL that ran with no site to account for it (a hot payload site, or a hot collective the
+  size rule makes metadata, of its operation) is added as a site from the profiler (line 0);
 - peer copies that ran (``Memcpy PtoP``, or a ``cudaMemcpyPeer*``/``cuMemcpyPeer*`` API call,
   which is how a peer copy within one GPU shows) while no ``copy_engine`` site was hot: the
   undecided sites become hot, or a site from the profiler is added;
@@ -172,9 +173,12 @@ def _nccl(sites: list[CallSite], ran: _Ran) -> tuple[list[CallSite], list[str]]:
             notes.append(f"run log: line {s.line} {s.call} did not run: {why}")
         else:
             out.append(s)
-    accounted = {s.call for s in out if s.kind == "nccl_payload" and s.path == "hot"}
-    if ran.nccl and not accounted & set(ran.ops) and not (
-            not ran.ops and any(s.path == "hot" for s in out if s.kind == "nccl_payload")):
+    # a hot metadata collective (the size rule's) accounts for the op it runs too
+    accounted = {s.call for s in out if s.path == "hot" and (
+        s.kind == "nccl_payload" or (s.kind == "nccl_metadata" and s.elements is not None))}
+    if ran.nccl and not accounted & set(ran.ops) and not (not ran.ops and any(
+            s.path == "hot" for s in out if s.kind == "nccl_payload" or (
+                s.kind == "nccl_metadata" and s.elements is not None))):
         what = ran.op_text or f"{ran.nccl_kernels:g} NCCL kernel(s) per call"
         out.append(CallSite(PROFILER_LINE, "NCCL", "nccl_payload", "hot",
                             f"{what} ({ran.where})", source="profiler"))

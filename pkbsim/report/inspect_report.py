@@ -1,5 +1,6 @@
 """``pkbsim inspect`` rendered: a table with the evidence lines, or JSON (schema
-``pkbsim.inspect/1``) with every finding's (line, snippet) evidence."""
+``pkbsim.inspect/1``) with every finding's (line, snippet) evidence. A call site the size rule
+makes metadata carries its bound (``elements``, ``dtype``: optional fields of the schema)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from rich.table import Table
 from pkbsim import __version__
 from pkbsim.files import json_text
 from pkbsim.inspection import Inspection
+from pkbsim.inspection.call_sites import CallSite
 from pkbsim.inspection.vocab import FLAGS
 from pkbsim.report.text import to_text
 
@@ -29,10 +31,18 @@ def to_dict(row: Inspection) -> dict[str, Any]:
         "notes": list(row.notes),
         "error": row.error,
         "profile": row.profile,
-        "call_sites": [{"line": c.line, "call": c.call, "kind": c.kind, "path": c.path,
-                        "condition": c.condition, "source": c.source, "snippet": c.snippet}
-                       for c in row.call_sites],
+        "call_sites": [_site(c) for c in row.call_sites],
     }
+
+
+def _site(c: CallSite) -> dict[str, Any]:
+    """A call site; ``elements`` and ``dtype`` (optional) where the size rule bounds it."""
+    out: dict[str, Any] = {"line": c.line, "call": c.call, "kind": c.kind, "path": c.path,
+                           "condition": c.condition, "source": c.source, "snippet": c.snippet}
+    if c.elements is not None:
+        out["elements"] = c.elements
+        out["dtype"] = c.dtype
+    return out
 
 
 def rows_dict(rows: list[Inspection]) -> dict[str, Any]:
@@ -85,7 +95,8 @@ def _sites(rows: list[Inspection], names: list[str]) -> list[str]:
             out.append(f"  {name}")
         for c in row.call_sites:
             why = f"  [{c.condition}]" if c.condition else ""
-            out.append(f"    line {c.line:>4}  {c.path:8} {c.kind:13} {c.call}{why}")
+            size = f" ({c.size})" if c.size else ""
+            out.append(f"    line {c.line:>4}  {c.path:8} {c.kind:13} {c.call}{size}{why}")
     return out
 
 

@@ -8,10 +8,10 @@ from pkbsim.bounds import check_result
 from pkbsim.collectives import ALGORITHMS, algbw_busbw
 from pkbsim.collectives.base import Context
 from pkbsim.errors import InfeasibleError, UsageError
-from pkbsim.placement import fits
+from pkbsim.placement import fabric_for, fits, group_context
 from pkbsim.roofline import check_world_size
 from pkbsim.sim.collective import CallSpec
-from pkbsim.sim.engine import SimOptions, Simulation, run_call
+from pkbsim.sim.engine import Collective, SimOptions, Simulation, run_call
 from pkbsim.sim.engine import comm_sms as held_sms
 from pkbsim.sim.network import FlowBudget
 from pkbsim.sim.result import SimResult, summarize
@@ -21,6 +21,7 @@ from pkbsim.sim.strategies import (
     Builder,
     Strategy,
     check_standalone_calls,
+    nccl_call,
 )
 from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
 from pkbsim.topology.schema import Topology
@@ -28,7 +29,8 @@ from pkbsim.trace.store import ChosenProgram, reference_program
 from pkbsim.units import US, format_bytes
 
 __all__ = ["STRATEGIES", "CollectiveResult", "SimOptions", "SimResult", "Strategy",
-           "check_standalone_calls", "simulate", "simulate_collective", "trace_stands_for"]
+           "check_standalone_calls", "simulate", "simulate_collective", "simulate_nccl_call",
+           "trace_stands_for"]
 
 
 def simulate(inst: TaskInstance, topo: Topology, strategy: Strategy,
@@ -161,4 +163,36 @@ def simulate_collective(topo: Topology, kind: str, nbytes: float, world_size: in
     check_result(max(per_rank), f"one {kind} call of {format_bytes(nbytes)} per rank")
     return CollectiveResult(kind, algorithm, mechanism, world_size, nbytes, chunks,
                             max(per_rank), per_rank, sim.net.flows_started,
+                            sim.net.rate_updates)
+
+
+def simulate_nccl_call(topo: Topology, kind: str, nbytes: float, world_size: int
+                       ) -> CollectiveResult:
+    """Time one torch.distributed call of ``kind`` with ``nbytes`` per rank as NCCL makes it
+    (its tuner's algorithm, protocol, channels, chunks and latencies, built as nccl_reference
+    builds a collective: pkbsim.sim.strategies.nccl_call) over ranks 0..world_size-1, all
+    entering at once, each rank's stream node launched first (latency.eager_launch_us, as
+    nccl_reference launches it). The time of a small call, such as a metadata collective, on
+    the GPU; the host's dispatch (latency.host_collective_us) is not in it."""
+    if world_size > topo.total_gpus:
+        raise InfeasibleError(f"world size {world_size} needs {world_size} GPUs; topology "
+                              f"{topo.name} has {topo.total_gpus}")
+    op = CommOp(id="call", kind=kind, bytes_per_rank=nbytes, dtype="bf16", group="world",
+                group_size=world_size, group_layout="contiguous", root=0, reduce_op=None,
+                pattern="ring" if kind == "send_recv" else None, data_dependent=False,
+                imbalance=1.0, repeat=1, chain=False, after=(), host_syncs=0, api="",
+                note="")
+    members = list(range(world_size))
+    spec, choice = nccl_call(topo, fabric_for(topo), op, group_context(op, members, topo),
+                             nbytes, world_size)
+    sim = Simulation(topo, world_size, SimOptions(iterations=1, hbm_contention=False))
+    run = sim.collective(spec, members)
+    launch_s = topo.latency.eager_kernel_us * US
+    nodes = [sim.node(r, "stream0", kind, 0, Collective(run, g), launch_s=launch_s)
+             for g, r in enumerate(members)]
+    sim.run()
+    per_rank = tuple(n.end or 0.0 for n in nodes)
+    check_result(max(per_rank), f"one NCCL {kind} call of {format_bytes(nbytes)} per rank")
+    return CollectiveResult(kind, choice.algorithm, choice.mechanism, world_size, nbytes,
+                            choice.chunks, max(per_rank), per_rank, sim.net.flows_started,
                             sim.net.rate_updates)

@@ -38,6 +38,8 @@ from pkbsim.sim.engine import (
     run_call,
 )
 from pkbsim.task.schema import CommOp, ComputeOp, TaskInstance
+from pkbsim.topology.fabric import Fabric
+from pkbsim.topology.schema import Topology
 from pkbsim.trace.cost import device_time_s, host_time_s
 from pkbsim.trace.format import Collective as TracedCollective
 from pkbsim.trace.program import Segment
@@ -107,6 +109,38 @@ TRACED_KINDS = {"all_reduce": "all_reduce", "all_gather": "all_gather",
                 "send": "send_recv"}  # custom kernels pipeline at a finer grain than NCCL's steps
 
 
+def nccl_call(topo: Topology, fabric: Fabric, op: CommOp, ctx: Context, nbytes: float,
+              world_size: int, ov: OpOverride | None = None) -> tuple[CallSpec, CommChoice]:
+    """The call NCCL makes for ``op`` with ``nbytes`` per rank (its tuner's algorithm,
+    protocol, channels, chunks and latencies: pkbsim.sim.nccl.choose), with ``ov`` applied;
+    as nccl_reference builds it."""
+    ov = ov or OpOverride()
+    if ov.algorithm and ov.algorithm not in ALGORITHMS:
+        raise UsageError(f"op {op.id}: unknown algorithm {ov.algorithm!r}")
+    if ov.protocol and ov.protocol not in nccl.PROTOCOLS:
+        raise UsageError(f"op {op.id}: unknown protocol {ov.protocol!r} "
+                         f"(expected {', '.join(nccl.PROTOCOLS)})")
+    choice = nccl.choose(op, nbytes, ctx, world_size, fabric, ov.algorithm, ov.protocol)
+    name = ov.mechanism or choice.mechanism
+    if name not in topo.mechanisms:
+        raise UsageError(f"op {op.id}: topology {topo.name} has no mechanism {name!r}")
+    mech = topo.mechanisms[name]
+    alg = ALGORITHMS[choice.algorithm]
+    if not alg.applies(op.kind, ctx):
+        raise UsageError(f"op {op.id}: algorithm {alg.name} cannot carry {op.kind}")
+    if not fits(alg, mech, op.kind):
+        raise UsageError(f"op {op.id}: mechanism {mech.name} cannot carry {alg.name} "
+                         f"{op.kind} on {topo.name}")
+    chunks = ov.chunks or choice.chunks
+    # NCCL runs one block per channel: the call holds (and moves data with) that many SMs
+    sms = comm_sms(mech, ov.sms if ov.sms is not None or ov.mechanism else choice.channels)
+    return (CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, choice.start_latency_s,
+                     choice.step_latency_s, choice.net_latency_s, sms, op.id,
+                     choice.flow_cap_Bps),
+            CommChoice(op.id, alg.name, mech.name, choice.protocol, chunks, 1, sms,
+                       round(choice.estimate_s / US, 6)))
+
+
 class Builder:
     """Builds the node graph of ``iterations`` back-to-back iterations of one task."""
 
@@ -174,31 +208,7 @@ class Builder:
                    ) -> tuple[CallSpec, CommChoice]:
         """The call NCCL would make for ``op`` (its tuner's algorithm, protocol, channels,
         chunks and latencies), with ``ov`` applied."""
-        fabric = self.sim.fabric
-        if ov.algorithm and ov.algorithm not in ALGORITHMS:
-            raise UsageError(f"op {op.id}: unknown algorithm {ov.algorithm!r}")
-        if ov.protocol and ov.protocol not in nccl.PROTOCOLS:
-            raise UsageError(f"op {op.id}: unknown protocol {ov.protocol!r} "
-                             f"(expected {', '.join(nccl.PROTOCOLS)})")
-        choice = nccl.choose(op, nbytes, ctx, self.w, fabric, ov.algorithm, ov.protocol)
-        name = ov.mechanism or choice.mechanism
-        if name not in self.topo.mechanisms:
-            raise UsageError(f"op {op.id}: topology {self.topo.name} has no mechanism {name!r}")
-        mech = self.topo.mechanisms[name]
-        alg = ALGORITHMS[choice.algorithm]
-        if not alg.applies(op.kind, ctx):
-            raise UsageError(f"op {op.id}: algorithm {alg.name} cannot carry {op.kind}")
-        if not fits(alg, mech, op.kind):
-            raise UsageError(f"op {op.id}: mechanism {mech.name} cannot carry {alg.name} "
-                             f"{op.kind} on {self.topo.name}")
-        chunks = ov.chunks or choice.chunks
-        # NCCL runs one block per channel: the call holds (and moves data with) that many SMs
-        sms = comm_sms(mech, ov.sms if ov.sms is not None or ov.mechanism else choice.channels)
-        return (CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, choice.start_latency_s,
-                         choice.step_latency_s, choice.net_latency_s, sms, op.id,
-                         choice.flow_cap_Bps),
-                CommChoice(op.id, alg.name, mech.name, choice.protocol, chunks, 1, sms,
-                           round(choice.estimate_s / US, 6)))
+        return nccl_call(self.topo, self.sim.fabric, op, ctx, nbytes, self.w, ov)
 
     def _custom_spec(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride
                      ) -> CallSpec:

@@ -21,7 +21,7 @@ from pkbsim.comparator.comparison import (
 )
 from pkbsim.comparator.gap import TERMS
 from pkbsim.errors import PkbsimError
-from pkbsim.inspection.solution import inspect_file
+from pkbsim.inspection.solution import inspect_file, inspect_source
 from pkbsim.pkb.logs import from_value, load_measured
 from pkbsim.report.compare_report import SCHEMA, comparison_plot
 from pkbsim.task.loader import instantiate, load_task
@@ -249,3 +249,27 @@ def test_profiles_next_to_the_logs_reconcile_the_candidate(tmp_path: Path) -> No
     after = variants(run_json(tmp_path, problem="1", measured=logs, solution=solution),
                      "1_allreduce")
     assert after["cuda"]["mechanisms"] == []
+
+
+def test_a_metadata_collective_is_no_nccl_payload_in_the_comparison() -> None:
+    """A candidate that all-reduces a scalar norm and moves its payload with its own kernel:
+    its mechanisms, the summary and the carrier leave NCCL out; the gap names the call, its
+    size and its simulated latency (issue 32)."""
+    kernel = ONE_SHOT.read_text().replace("def solution(", "def _one_shot(", 1)
+    source = ("import torch.distributed as dist\n" + kernel
+              + "\n\ndef solution(x, ptrs):\n    peak = x.abs().max()\n"
+              "    dist.all_reduce(peak, op=dist.ReduceOp.MAX)\n"
+              "    return _one_shot(x / peak, ptrs)\n")
+    found = inspect_source(source, "1_allreduce_cuda.py")
+    [meta] = [s for s in found.call_sites if s.kind == "nccl_metadata"]
+    assert (meta.elements, meta.dtype) == (1, "bfloat16")
+    assert "nccl_payload" not in found.mechanisms
+    inst = instantiate(load_task("1"), 8)
+    meas = [from_value(95.0, "1", "reference"), from_value(60.0, "1", "cuda")]
+    c = compare_problem(inst, load_topology("dgx-h100"), meas, {"cuda": found},
+                        simulate_fixes=False)
+    (cand,) = c.candidates
+    assert "nccl_payload" not in (cand.mechanisms or ())
+    assert cand.gap.ops[0].carried_by == "sm_peer_ldst"
+    assert (f"an NCCL all-reduce of 1 bfloat16 value(s) (line {meta.line}) on every call"
+            in cand.gap.term("launch_sync_latency").evidence)

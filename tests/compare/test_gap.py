@@ -15,7 +15,7 @@ from pkbsim.comparator.gap import TERMS, Gap, decompose, reference_inspection
 from pkbsim.comparator.reference import ReferenceModel, reference_model
 from pkbsim.errors import PkbsimError
 from pkbsim.inspection.vocab import FLAGS, MECHANISMS
-from pkbsim.sim import Strategy
+from pkbsim.sim import Strategy, simulate_nccl_call
 from pkbsim.task.loader import instantiate, load_task
 from pkbsim.task.schema import CommOp, TaskInstance
 from pkbsim.topology.loader import load_topology
@@ -357,3 +357,63 @@ def test_bad_inspection(found: dict[str, Any], expected: str) -> None:
 def test_bad_measured_time(measured: float) -> None:
     with pytest.raises(PkbsimError, match="measured time must be above 0"):
         decompose(inst("1"), topo(), measured)
+
+
+# ---------------------------------------------------------------- metadata calls (issue 32)
+
+COUNTS = {"line": 23, "call": "all_gather_into_tensor", "kind": "nccl_metadata", "path": "hot",
+          "condition": "", "source": "static", "snippet": "", "elements": 8, "dtype": "int64"}
+
+
+def _meta_gap(site: dict[str, Any] | None) -> Gap:
+    i = instantiate(load_task("2"), 8, "nccl-1gib")  # GPU-bound: the host's dispatch hides
+    roof = decompose(i, topo(), 1.0, None, simulate_fixes=False).t_roof_us
+    found = inspection(mechanisms=["sm_peer_ldst"], custom_kernels=1,
+                       nccl_on_hot_path=["all_gather_into_tensor (metadata)"],
+                       call_sites=[site] if site else [])
+    return decompose(i, topo(), (roof + 5000) * US, found, simulate_fixes=False)
+
+
+def test_a_metadata_call_names_its_size_and_simulated_latency() -> None:
+    gap = _meta_gap(COUNTS)
+    latency = simulate_nccl_call(topo(), "all_gather", 8 * 8, 8).time_s / US
+    assert 5 < latency < topo().latency.nccl_call_us  # a 64-byte all-gather, launch included
+    term = gap.term("launch_sync_latency")
+    assert (f"1 metadata call(s): an NCCL all-gather of 8 int64 value(s) (line 23) on every "
+            f"call: about {latency:.3g} us of latency") in term.evidence
+    assert term.model_us == pytest.approx(latency, rel=1e-9)  # one kernel: no extra launch
+    assert "exchange counts, flags and norms inside the kernel" in (term.fix or "").lower()
+    assert gap.ops[0].carried_by == "sm_peer_ldst"  # the metadata call carries no payload
+    check_sum(gap)
+
+
+def test_a_metadata_call_of_unknown_size_costs_nccl_call_us() -> None:
+    gap = _meta_gap(None)  # only the "(metadata)" mark on the hot path
+    term = gap.term("launch_sync_latency")
+    n_c = topo().latency.nccl_call_us
+    assert f"an NCCL all-gather, size unknown, on every call: about {n_c:g} us" in term.evidence
+    assert term.model_us == pytest.approx(n_c, rel=1e-9)
+    check_sum(gap)
+    sized = _meta_gap(COUNTS)
+    assert sized.modeled_us - gap.modeled_us == pytest.approx(
+        sized.term("launch_sync_latency").model_us - n_c, rel=1e-9)
+
+
+def test_a_metadata_collective_does_not_make_nccl_carry_the_payload() -> None:
+    """The counts all-gather of an all-to-all + all-gather task: the all-gather op stays on
+    the custom mechanism; only the payload call names an NCCL-carried kind."""
+    found = inspection(mechanisms=["nccl_payload", "tma"],
+                       nccl_on_hot_path=["all_to_all_single", "all_gather_into_tensor (metadata)"],
+                       call_sites=[COUNTS])
+    gap = decompose(inst("grpo"), topo(), 300 * US, found, simulate_fixes=False)
+    assert {o.op: o.carried_by for o in gap.ops} == {"a2a_logits": "nccl_payload",
+                                                     "ag_logprobs": "tma"}
+    assert "all-gather of 8 int64 value(s)" in gap.term("launch_sync_latency").evidence
+    check_sum(gap)
+
+
+def test_bad_call_sites_are_named() -> None:
+    bad = inspection(mechanisms=[], call_sites=[{**COUNTS, "elements": -1}])
+    with pytest.raises(PkbsimError, match="whole number") as raised:
+        decompose(inst("2"), topo(), 300 * US, bad, simulate_fixes=False)
+    assert "call_sites[0].elements" in raised.value.one_line()

@@ -73,6 +73,17 @@ EXPECTED: dict[str, tuple[list[str], list[str], int, set[str], dict[str, list[in
                               {"custom_kernels": [7], "sm_peer_ldst": [10, 11],
                                "uncoalesced_peer": [10]}),
     "negative_mentions.py": ([], [], 1, set(), {"custom_kernels": [14]}),
+    # the size rule (issue 32): tests/inspection/test_sizes.py reads each site's bound
+    "metadata_sizes.py": (["nccl_payload"],
+                          ["all_reduce (metadata)", "all_gather_into_tensor (metadata)",
+                           "all_to_all_single (metadata)", "all_reduce"], 0, {"host_sync"},
+                          {"host_sync": [53],
+                           "nccl_on_hot_path": [14, 20, 24, 25, 26, 28, 29, 32, 33, 34, 37, 38,
+                                                39, 42, 46, *range(48, 56)],
+                           "nccl_payload": list(range(48, 56))}),
+    # copies inside C++ (issue 32); the IPC open counts as SM peer access, as everywhere
+    "copy_engine_cpp.py": (["copy_engine", "sm_peer_ldst"], [], 0, set(),
+                           {"copy_engine": [15, 21, 30, 50], "sm_peer_ldst": [49]}),
 }
 
 

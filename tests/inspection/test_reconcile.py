@@ -206,3 +206,20 @@ def test_recorded_h200_profiles_reconcile_the_four_candidates(cli, tmp_path: Pat
         assert paths(before, stem) == paths(after, stem) == expected, stem
     assert after["1_allreduce_dtype_fallback"]["mechanisms"] == []
     assert after["1_allreduce_memcpy_peer"]["mechanisms"] == ["copy_engine"]
+
+
+def test_a_metadata_collective_accounts_for_the_op_it_ran() -> None:
+    """A scalar all-reduce (the size rule's metadata) explains the c10d::allreduce_ that ran:
+    no payload site is added from the profiler, so NCCL does not become the payload's carrier."""
+    code = HEAD + textwrap.dedent("""\
+        def solution(x):
+            peak = x.abs().max()
+            dist.all_reduce(peak, op=dist.ReduceOp.MAX)
+            return x / peak
+    """)
+    row = inspect_source(code, "1_allreduce_cuda.py", Profile(world_size=1))
+    [site] = row.call_sites
+    assert (site.kind, site.path, site.elements) == ("nccl_metadata", "hot", 1)
+    done = reconcile(row, [profile(collectives={"c10d::allreduce_": 1.0})])
+    assert done.call_sites == row.call_sites and "nccl_payload" not in done.mechanisms
+    assert done.nccl_on_hot_path == ("all_reduce (metadata)",)

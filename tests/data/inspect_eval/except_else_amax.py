@@ -25,7 +25,7 @@ def solution(x: torch.Tensor) -> torch.Tensor:
         dist.all_reduce(out)  # expect: nccl_payload fallback
         return out
     else:
-        dist.all_reduce(amax, op=dist.ReduceOp.MAX)  # expect: nccl_payload hot
+        dist.all_reduce(amax, op=dist.ReduceOp.MAX)  # expect: nccl_metadata hot
     scale = (amax / 448.0).clamp_min(1e-12)
     n = flat.numel()
     _quant[(triton.cdiv(n, 2048),)](flat, q, scale, n, BLOCK=2048)

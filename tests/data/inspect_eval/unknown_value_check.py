@@ -29,7 +29,7 @@ def _workspace(x):
 
 def solution(x: torch.Tensor) -> torch.Tensor:
     peak = x.abs().max()
-    dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # expect: nccl_payload hot
+    dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # expect: nccl_metadata hot
     if peak.item() * dist.get_world_size() > _BF16_SAFE:
         acc = x.float()
         dist.all_reduce(acc)  # expect: nccl_payload unknown

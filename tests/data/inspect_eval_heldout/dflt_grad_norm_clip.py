@@ -25,15 +25,15 @@ def solution(
     p = float(norm_type)
     if p == math.inf:
         total = torch.stack([g.abs().max().float() for g in grads]).max()
-        dist.all_reduce(total, op=dist.ReduceOp.MAX)  # expect: nccl_payload fallback
+        dist.all_reduce(total, op=dist.ReduceOp.MAX)  # expect: nccl_metadata fallback
     else:
         total = _local_pow_sum(grads, p)
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)  # expect: nccl_payload hot
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)  # expect: nccl_metadata hot
         total = total.pow(1.0 / p)
 
     if error_if_nonfinite:
         bad = (~torch.isfinite(total)).to(torch.int32)
-        dist.all_reduce(bad, op=dist.ReduceOp.MAX)  # expect: nccl_payload fallback
+        dist.all_reduce(bad, op=dist.ReduceOp.MAX)  # expect: nccl_metadata fallback
         if bad.item():
             raise RuntimeError(f"non-finite total norm {total.item()}")
 

@@ -19,7 +19,7 @@ def solution(indices: torch.Tensor, local_shard: torch.Tensor) -> torch.Tensor:
     order = torch.argsort(owner, stable=True)
     send_counts = torch.bincount(owner, minlength=world)
     recv_counts = torch.empty_like(send_counts)
-    dist.all_to_all_single(recv_counts, send_counts)  # expect: nccl_payload hot
+    dist.all_to_all_single(recv_counts, send_counts)  # expect: nccl_metadata hot
 
     send_split = send_counts.tolist()
     recv_split = recv_counts.tolist()

@@ -33,7 +33,7 @@ def solution(x: torch.Tensor) -> torch.Tensor:
     dest = torch.bucketize(local, splitters, right=True)
     send_counts = torch.bincount(dest, minlength=world)
     recv_counts = torch.empty_like(send_counts)
-    dist.all_to_all_single(recv_counts, send_counts)  # expect: nccl_payload hot
+    dist.all_to_all_single(recv_counts, send_counts)  # expect: nccl_metadata hot
     recv = torch.empty(int(recv_counts.sum()), dtype=local.dtype, device=dev)
     dist.all_to_all_single(recv, local, output_split_sizes=recv_counts.tolist(),  # expect: nccl_payload hot
                            input_split_sizes=send_counts.tolist())

@@ -13,7 +13,7 @@ def _warmup(device: torch.device) -> None:
     if not _ready:
         torch.cuda.set_device(device)
         w = torch.zeros(1, device=device)
-        dist.all_reduce(w)  # expect: nccl_payload setup
+        dist.all_reduce(w)  # expect: nccl_metadata setup
         dist.barrier()  # expect: nccl_metadata setup
         _ready = True
 

@@ -40,11 +40,11 @@ def solution(dense_grads: List[torch.Tensor], expert_grads: List[torch.Tensor],
              max_norm: float = 1.0) -> torch.Tensor:
     ep_group, dp_group = _ep_groups()
     dense_sq = _sq_norm(dense_grads) / dist.get_world_size()
-    dist.all_reduce(dense_sq)  # expect: nccl_payload hot
+    dist.all_reduce(dense_sq)  # expect: nccl_metadata hot
     expert_sq = _sq_norm(expert_grads)
-    dist.all_reduce(expert_sq, group=ep_group)  # expect: nccl_payload hot
+    dist.all_reduce(expert_sq, group=ep_group)  # expect: nccl_metadata hot
     expert_sq = expert_sq / dist.get_world_size(dp_group)
-    dist.all_reduce(expert_sq, group=dp_group)  # expect: nccl_payload hot
+    dist.all_reduce(expert_sq, group=dp_group)  # expect: nccl_metadata hot
     total = (dense_sq + expert_sq).sqrt()
     coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
     for ts in (dense_grads, expert_grads):

@@ -17,7 +17,7 @@ def solution(params: torch.Tensor, grads: torch.Tensor, lr: float = 1e-3) -> tor
     g_shard = torch.empty(shard, dtype=grads.dtype, device=grads.device)
     dist.reduce_scatter_tensor(g_shard, flat_g.contiguous(), op=dist.ReduceOp.AVG)  # expect: nccl_payload hot
     found_inf = (~torch.isfinite(g_shard)).any().to(torch.float32).reshape(1)
-    dist.all_reduce(found_inf, op=dist.ReduceOp.MAX)  # expect: nccl_payload hot
+    dist.all_reduce(found_inf, op=dist.ReduceOp.MAX)  # expect: nccl_metadata hot
 
     new_params = torch.empty_like(flat_p)
     if found_inf.item() > 0:

@@ -30,9 +30,9 @@ def solution(hidden_states: torch.Tensor, router_logits: torch.Tensor,
     order = torch.argsort(dest, stable=True)
     send_counts = torch.bincount(dest, minlength=world)
     recv_counts = torch.empty_like(send_counts)
-    dist.all_to_all_single(recv_counts, send_counts)  # expect: nccl_payload hot
+    dist.all_to_all_single(recv_counts, send_counts)  # expect: nccl_metadata hot
     peak = torch.maximum(send_counts.max(), recv_counts.max())
-    dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # expect: nccl_payload hot
+    dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # expect: nccl_metadata hot
 
     send = hidden_states[order]
     sc, rc = send_counts.tolist(), recv_counts.tolist()

@@ -33,7 +33,7 @@ def solution(param_shard: torch.Tensor) -> torch.Tensor:
         ref = torch.empty_like(out)
         dist.all_gather_into_tensor(ref, param_shard.contiguous())  # expect: nccl_payload unknown
         err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max().clamp(min=1e-6)).reshape(1)
-        dist.all_reduce(err, op=dist.ReduceOp.MAX)  # expect: nccl_payload unknown
+        dist.all_reduce(err, op=dist.ReduceOp.MAX)  # expect: nccl_metadata unknown
         if dist.get_rank() == 0 and err.item() > 0.07:
             print(f"[fp8 all-gather] relative error {err.item():.4f}")
     return out

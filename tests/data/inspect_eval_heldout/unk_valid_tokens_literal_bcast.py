@@ -13,7 +13,7 @@ def solution(log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: t
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps) * adv)
     valid = adv != 0
     stats = torch.stack([-(surrogate * valid).sum(), valid.sum().float()])
-    dist.all_reduce(stats, op=dist.ReduceOp.SUM)  # expect: nccl_payload hot
+    dist.all_reduce(stats, op=dist.ReduceOp.SUM)  # expect: nccl_metadata hot
 
     if stats[1].item() > 0:
         denom = stats[1:2].clone()

@@ -30,15 +30,15 @@ def solution(grad: torch.Tensor, max_norm: float, norm_type: float = 2.0, group=
     norm_type = float(norm_type)
     if math.isinf(norm_type):
         local = grad.abs().max().float().reshape(1)
-        dist.all_reduce(local, op=dist.ReduceOp.MAX, group=group)  # expect: nccl_payload fallback
+        dist.all_reduce(local, op=dist.ReduceOp.MAX, group=group)  # expect: nccl_metadata fallback
         total = local
     elif norm_type == 2.0:
         local = _local_sq_norm(grad)
-        dist.all_reduce(local, group=group)  # expect: nccl_payload hot
+        dist.all_reduce(local, group=group)  # expect: nccl_metadata hot
         total = local.sqrt()
     else:
         local = grad.float().abs().pow(norm_type).sum().reshape(1)
-        dist.all_reduce(local, group=group)  # expect: nccl_payload fallback
+        dist.all_reduce(local, group=group)  # expect: nccl_metadata fallback
         total = local.pow(1.0 / norm_type)
     coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
     grad.mul_(coef.to(grad.dtype))

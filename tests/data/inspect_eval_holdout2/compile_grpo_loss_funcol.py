@@ -14,7 +14,7 @@ def _clipped_surrogate(logp, old_logp, adv, eps_low: float, eps_high: float):
 
 @torch.compile
 def _global_sum(t: torch.Tensor) -> torch.Tensor:
-    return funcol.all_reduce(t, "sum", dist.group.WORLD)  # expect: nccl_payload hot
+    return funcol.all_reduce(t, "sum", dist.group.WORLD)  # expect: nccl_metadata hot
 
 
 def _kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
@@ -37,7 +37,7 @@ def solution(
         kl = _kl_penalty(lp, ref_logprobs.float())
         per_tok = per_tok + kl_coef * kl
         kl_sum = (kl * mask).sum()
-        dist.all_reduce(kl_sum)  # expect: nccl_payload fallback
+        dist.all_reduce(kl_sum)  # expect: nccl_metadata fallback
         solution.last_kl = kl_sum
     local = torch.stack([(per_tok * mask).sum(), mask.sum()])
     tot = _global_sum(local)

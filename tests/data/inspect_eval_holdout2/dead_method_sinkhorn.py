@@ -34,7 +34,7 @@ class _Sinkhorn:
         B = self._global_count(q)
         K = q.shape[0]
         total = q.sum()
-        dist.all_reduce(total)  # expect: nccl_payload hot
+        dist.all_reduce(total)  # expect: nccl_metadata hot
         q /= total
         it = 0
         while it < self.n_iters:

@@ -45,7 +45,7 @@ def solution(tokens: torch.Tensor, expert_scores: torch.Tensor) -> torch.Tensor:
     send = tokens[order].contiguous()
     counts = torch.bincount(dest, minlength=world)
     recv_counts = torch.empty_like(counts)
-    dist.all_to_all_single(recv_counts, counts)  # expect: nccl_payload hot
+    dist.all_to_all_single(recv_counts, counts)  # expect: nccl_metadata hot
     slot_bytes = tokens.numel() * tokens.element_size()
     recv, peer_ptrs = _recv_window(slot_bytes * world, tokens.device)
     row_bytes = tokens.shape[1] * tokens.element_size()

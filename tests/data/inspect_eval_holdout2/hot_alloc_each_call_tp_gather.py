@@ -11,7 +11,7 @@ _WARM = {"done": False}
 def _warmup(device: torch.device) -> None:
     # the first NCCL call creates the communicator; keep it out of the timed calls
     z = torch.zeros(1, device=device)
-    dist.all_reduce(z)  # expect: nccl_payload setup
+    dist.all_reduce(z)  # expect: nccl_metadata setup
     torch.cuda.synchronize(device)
     _WARM["done"] = True
 

@@ -39,7 +39,7 @@ def _route(x: torch.Tensor, gate_w: torch.Tensor, world: int):
 def _exchange_counts(plan: _Plan, topi: torch.Tensor) -> None:
     plan.counts = torch.bincount(topi.reshape(-1), minlength=plan.world)
     plan.recv_counts = torch.empty_like(plan.counts)
-    dist.all_to_all_single(plan.recv_counts, plan.counts)  # expect: nccl_payload hot
+    dist.all_to_all_single(plan.recv_counts, plan.counts)  # expect: nccl_metadata hot
     if _TRACE:
         seen = [None] * plan.world
         dist.all_gather_object(seen, plan.counts.tolist())  # expect: nccl_metadata fallback

@@ -35,10 +35,10 @@ def solution(
     dense = _sumsq(dense_grad).reshape(1)
     expert = _sumsq(expert_grad).reshape(1)
     if world > 1:
-        dist.all_reduce(dense)  # expect: nccl_payload fallback
+        dist.all_reduce(dense)  # expect: nccl_metadata fallback
         if ep_size > 1:
-            dist.all_reduce(expert, group=_ep_group(world, ep_size))  # expect: nccl_payload fallback
-        dist.all_reduce(expert)  # expect: nccl_payload fallback
+            dist.all_reduce(expert, group=_ep_group(world, ep_size))  # expect: nccl_metadata fallback
+        dist.all_reduce(expert)  # expect: nccl_metadata fallback
     total = (dense + expert).sqrt()
     coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
     dense_grad.mul_(coef.to(dense_grad.dtype))

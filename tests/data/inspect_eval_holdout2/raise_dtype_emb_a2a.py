@@ -25,7 +25,7 @@ def solution(pooled: torch.Tensor, group=None, quantize_comm: bool = False) -> t
         scale = pooled.abs().amax().float().clamp_min(1e-8) / 127.0
         q = (pooled.float() / scale).round().to(torch.int8)
         scales = torch.empty(world, dtype=torch.float32, device=pooled.device)
-        dist.all_gather_into_tensor(scales, scale.reshape(1), group=group)  # expect: nccl_payload fallback
+        dist.all_gather_into_tensor(scales, scale.reshape(1), group=group)  # expect: nccl_metadata fallback
         recv_q = torch.empty_like(q)
         dist.all_to_all_single(recv_q, q, group=group)  # expect: nccl_payload fallback
         recv = recv_q.float().view(world, b_local, -1) * scales.view(world, 1, 1)

@@ -36,7 +36,7 @@ def solution(
     group = group if group is not None else _ep_groups(ep_size)
     in_splits, order = _splits_from_routing(routing, ep_size)
     out_splits = torch.empty_like(in_splits)
-    dist.all_to_all_single(out_splits, in_splits, group=group)  # expect: nccl_payload hot
+    dist.all_to_all_single(out_splits, in_splits, group=group)  # expect: nccl_metadata hot
     send = expert_out[order].contiguous()
     recv = expert_out.new_empty((int(out_splits.sum()), expert_out.shape[1]))
     dist.all_to_all_single(  # expect: nccl_payload hot

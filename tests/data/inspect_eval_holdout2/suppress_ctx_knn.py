@@ -31,6 +31,6 @@ def solution(queries: torch.Tensor, train_bank: torch.Tensor, k: int = 20, tempe
     truth = torch.arange(q.shape[0], device=q.device) % _NUM_CLASSES
     correct = (votes.argmax(1) == truth).float().sum()
     tot = torch.stack([correct, torch.tensor(float(q.shape[0]), device=q.device)])
-    dist.all_reduce(tot)  # expect: nccl_payload hot
+    dist.all_reduce(tot)  # expect: nccl_metadata hot
     solution.last_accuracy = tot[0] / tot[1]
     return votes.to(queries.dtype)

@@ -11,7 +11,7 @@ def solution(grad: torch.Tensor) -> torch.Tensor:
     world = dist.get_world_size()
     rows = grad.shape[0] // world
     amax = grad.abs().amax().float().reshape(1)
-    dist.all_reduce(amax, op=dist.ReduceOp.MAX)  # expect: nccl_payload hot
+    dist.all_reduce(amax, op=dist.ReduceOp.MAX)  # expect: nccl_metadata hot
     if amax.item() == 0.0 or not torch.isfinite(amax).item():
         out = torch.empty((rows, grad.shape[1]), dtype=grad.dtype, device=grad.device)
         dist.reduce_scatter_tensor(out, grad.contiguous())  # expect: nccl_payload unknown
@@ -23,6 +23,6 @@ def solution(grad: torch.Tensor) -> torch.Tensor:
         out = (recv.float().view(world, rows, grad.shape[1]).sum(0) / scale).to(grad.dtype)
     out = out / world
     nonfinite = (~torch.isfinite(out)).sum().float()
-    dist.all_reduce(nonfinite)  # expect: nccl_payload hot
+    dist.all_reduce(nonfinite)  # expect: nccl_metadata hot
     solution.nonfinite = nonfinite
     return out

@@ -9,7 +9,7 @@ _A, _B, _C = 3.4445, -4.7750, 2.0315
 
 def _fro_sq(x: torch.Tensor) -> torch.Tensor:
     s = x.pow(2).sum().reshape(1)
-    dist.all_reduce(s)  # expect: nccl_payload hot
+    dist.all_reduce(s)  # expect: nccl_metadata hot
     return s
 
 
