@@ -1,13 +1,15 @@
 """Where the measured time of PKB's references and candidates went, from their own Kineto
 traces, beside the model's split (issue 32): a Markdown report.
 
-    python benchmarks/trace_breakdown_report.py LOGS [LOGS ...] --topology TOPO.yaml \
+    python benchmarks/trace_breakdown_report.py LOGS[:SUMMARY] [LOGS ...] --topology TOPO.yaml \
         [--write FILE.md] [--title TEXT]
 
 Each LOGS is a folder in PKB's layout as ``pkbsim run`` and validate/pkb_references.py write
-it (``problem_<stem>/<backend>/rank_0_{perf,profile}.json`` and ``rank_0_trace.json.gz``).
-Every problem is compared as ``pkbsim compare --measured LOGS --measured-trace LOGS`` does
-(no what-if simulations). Per variant: PKB's timed mean (``wall_time_ms``, no profiler), the
+it (``problem_<stem>/<backend>/rank_0_{perf,profile}.json`` and ``rank_0_trace.json.gz``);
+``:SUMMARY`` names validate/pkb_references.py's summary, whose rows hold the references'
+``call_event_us`` (that script writes no profile file beside the trace). Every problem is
+compared as ``pkbsim compare --measured LOGS --measured-trace LOGS`` does (no what-if
+simulations). Per variant: PKB's timed mean (``wall_time_ms``, no profiler), the
 profiled calls' mean by CUDA events, the sum of the trace's terms and its error against those
 events (the target: within 5% on every one), the terms, and for PKB's reference the model's
 terms beside them. Then: how many sums are within 5%, the profiler's inflation (profiled /
@@ -18,6 +20,7 @@ model - measured, and of the ratio where both are non-zero).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import platform
@@ -28,9 +31,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pkbsim.comparator.comparison import Comparison, compare_measured  # noqa: E402
-from pkbsim.comparator.timelines import SUM_TOLERANCE, TimelineComparison  # noqa: E402
+from pkbsim.comparator.comparison import (  # noqa: E402
+    Comparison,
+    compare_problem,
+    timeline_comparisons,
+)
+from pkbsim.comparator.timelines import (  # noqa: E402
+    SUM_TOLERANCE,
+    TimelineComparison,
+    load_traces,
+)
 from pkbsim.errors import PkbsimError  # noqa: E402
+from pkbsim.pkb.logs import load_measured  # noqa: E402
+from pkbsim.task.loader import instantiate, load_task  # noqa: E402
+from pkbsim.timeline.breakdown import decompose  # noqa: E402
 from pkbsim.timeline.events import HOST, SYNC, term_key  # noqa: E402
 from pkbsim.topology import load_topology  # noqa: E402
 
@@ -73,9 +87,36 @@ def table(head: list[str], rows: list[list[str]]) -> list[str]:
     return out + ["| " + " | ".join(r) + " |" for r in rows]
 
 
+def compare_folder(logs: Path, summary: Path | None, topo: object, errors: list[str]
+                   ) -> list[Comparison]:
+    """Every problem of ``logs`` compared, its traces split beside the model's; the
+    references' CUDA-event times taken from ``summary`` where given."""
+    traces = load_traces(logs)
+    if summary is not None:
+        rows = {r["problem"]: r for r in json.loads(summary.read_text())["problems"]}
+        for (problem, variant), parts in traces.items():
+            events = rows.get(problem, {}).get("call_event_us")
+            if variant == "reference" and events:
+                traces[(problem, variant)] = [decompose(dataclasses.replace(
+                    p.timeline, event_call_us=tuple(events))) for p in parts]
+    measured = load_measured(logs)
+    out = []
+    for problem in measured.problems():
+        found = measured.for_problem(problem)
+        try:
+            inst = instantiate(load_task(problem), found[0].world_size, "pkb")
+            comp = compare_problem(inst, topo, found, simulate_fixes=False)  # type: ignore[arg-type]
+            mine = {v: parts for (p, v), parts in traces.items() if p == problem}
+            out.append(dataclasses.replace(comp, timelines=timeline_comparisons(
+                comp, topo, mine)))  # type: ignore[arg-type]
+        except PkbsimError as exc:
+            errors.append(f"{problem}: {exc.one_line()}")
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("logs", nargs="+", type=Path)
+    parser.add_argument("logs", nargs="+")
     parser.add_argument("--topology", required=True)
     parser.add_argument("--write", type=Path)
     parser.add_argument("--title", default="Where the measured time went (Kineto traces, W = 1)")
@@ -86,15 +127,15 @@ def main() -> int:
     sums: list[tuple[str, float]] = []
     inflation: list[float] = []
     term_pairs: dict[str, list[tuple[float, float]]] = {}
-    for logs in args.logs:
+    for item in args.logs:
+        logs_text, _, summary = item.partition(":")
+        logs = Path(logs_text)
         try:
-            result = compare_measured(None, logs, None, None, None, topo, None, "pkb",
-                                      simulate_fixes=False, measured_trace=logs)
+            comparisons = compare_folder(logs, Path(summary) if summary else None, topo, errors)
         except PkbsimError as exc:
             errors.append(exc.one_line())
             continue
-        errors += [f"{e.problem}: {e.error}" for e in result.errors]
-        for c in result.comparisons:
+        for c in comparisons:
             for t in c.timelines:
                 rows.append(row(logs, c, t))
                 if t.sum_error is not None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -144,8 +143,7 @@ def measurement_of(problem: str, variant: str, parts: Sequence[TimelineBreakdown
     calls' CUDA-event mean where recorded, else the mean of the calls' windows."""
     per_rank = []
     for part in sorted(parts, key=lambda p: p.timeline.rank):
-        events = part.timeline.event_call_us
-        per_rank.append(statistics.fmean(events) if events else part.mean.total_us)
+        per_rank.append(part.event_mean_us or part.mean.total_us)
     first = parts[0].timeline.source
     source = first if len(parts) == 1 else str(Path(first).parent)
     return Measurement(problem, variant, (Trial(tuple(per_rank), source),))

@@ -7,10 +7,11 @@ At each instant of the window (docs/metrics.md §11.6):
    ``overlapped_comm_us``, not in the sum);
 2. else communication runs (an NCCL kernel, a peer copy): ``wait_ranks`` while every
    collective running is still waiting for the last rank to reach it, else ``communication``;
-3. else the GPU is idle. An idle stretch that began while the host was blocked in a
-   synchronisation (``cudaStreamSynchronize``, a blocking ``cudaMemcpy``, ...) is ``sync`` as a
-   whole; any other is ``host_launch`` (the GPU waiting for the host to issue work), itself
-   split by the outermost host operator running then (``python`` between operators).
+3. else the GPU is idle. Where it went idle while the host was blocked in a synchronisation
+   (``cudaStreamSynchronize``, a blocking ``cudaMemcpy``, ...), the idle time until that call
+   returned is ``sync``; the rest of the idle time is ``host_launch`` (the GPU waiting for the
+   host to issue work), itself split by the outermost host operator running then (``python``
+   between operators).
 
 The terms partition the window, so they sum to the call's time; what checks them is the call's
 time measured apart (CUDA events around each call). Pure.
@@ -24,6 +25,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pkbsim.timeline.events import (
     COMM,
@@ -38,6 +40,7 @@ from pkbsim.timeline.events import (
 )
 
 BETWEEN_OPS = "python"  # host time between host operators
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -52,20 +55,32 @@ class Breakdown:
         return self.terms.get(term, 0.0) / self.total_us if self.total_us > 0 else 0.0
 
 
+WARMUP_CALLS = 1  # left out of the steady state when there are at least STEADY_FROM calls
+STEADY_FROM = 3
+
+
+def steady(values: Sequence[T]) -> Sequence[T]:
+    """The steady-state calls: all but the first when there are at least STEADY_FROM (the
+    profiler's start-up shows in the first profiled call)."""
+    return values[WARMUP_CALLS:] if len(values) >= STEADY_FROM else values
+
+
 @dataclass(frozen=True)
 class TimelineBreakdown:
     timeline: Timeline
-    calls: tuple[Breakdown, ...]
-    mean: Breakdown  # each term's mean over the calls (so they still sum to the mean time)
+    calls: tuple[Breakdown, ...]  # every call
+    mean: Breakdown  # each term's mean over the steady calls (summing to their mean time)
 
     @property
     def call_us(self) -> tuple[float, ...]:
-        return tuple(c.total_us for c in self.calls)
+        """The steady calls' times."""
+        return tuple(c.total_us for c in steady(self.calls))
 
     @property
     def event_mean_us(self) -> float | None:
+        """The steady calls' mean by CUDA events, where they were recorded."""
         ev = self.timeline.event_call_us
-        return statistics.fmean(ev) if ev else None
+        return statistics.fmean(steady(ev)) if ev else None
 
     @property
     def sum_error(self) -> float | None:
@@ -149,21 +164,26 @@ def split_window(start: float, end: float, gpu: Sequence[GpuOp], host: Sequence[
         t = nxt
     host_ops: dict[str, float] = defaultdict(float)
     for a, b in idle:
-        if _blocked_at(a, syncs, index.syncs):
-            terms[SYNC] += b - a
-            continue
-        terms[HOST] += b - a
-        _host_split(a, b, host, index.host, host_ops)
+        until = _blocked_until(a, syncs, index.syncs)
+        if until is not None:
+            terms[SYNC] += min(until, b) - a
+            a = min(until, b)
+        if b > a:
+            terms[HOST] += b - a
+            _host_split(a, b, host, index.host, host_ops)
     total = end - start
     return Breakdown(total, dict(sorted(terms.items(), key=lambda kv: term_key(kv[0]))),
                      dict(sorted(host_ops.items(), key=lambda kv: -kv[1])), comm_us, overlapped)
 
 
-def _blocked_at(t: float, syncs: Sequence[HostSpan], starts: Sequence[float]) -> bool:
-    """Was the host inside a blocking call when the GPU went idle at ``t``? (One thread's
-    calls do not overlap: only the last to start by ``t`` can hold it.)"""
+def _blocked_until(t: float, syncs: Sequence[HostSpan], starts: Sequence[float]
+                   ) -> float | None:
+    """When the blocking call the host was in as the GPU went idle at ``t`` returned (None:
+    it was in none). One thread's calls do not overlap: only the last to start can hold."""
     k = bisect.bisect_right(starts, t) - 1
-    return k >= 0 and syncs[k].start_us <= t < syncs[k].end_us
+    if k >= 0 and syncs[k].start_us <= t < syncs[k].end_us:
+        return syncs[k].end_us
+    return None
 
 
 def _host_split(a: float, b: float, host: Sequence[HostSpan], starts: Sequence[float],
@@ -189,7 +209,7 @@ def decompose(timeline: Timeline) -> TimelineBreakdown:
     index = _index(timeline.gpu, timeline.host, timeline.syncs)
     calls = tuple(split_window(c.start_us, c.end_us, timeline.gpu, timeline.host,
                                timeline.syncs, index) for c in timeline.calls)
-    return TimelineBreakdown(timeline, calls, mean_of(calls))
+    return TimelineBreakdown(timeline, calls, mean_of(steady(calls)))
 
 
 def mean_of(parts: Sequence[Breakdown]) -> Breakdown:

@@ -23,10 +23,13 @@ outermost). The thread holding the calls is the calling thread; the others' oper
 only to class the kernels they launch.
 
 **Windows.** Call k's host span is ``[s_k, h_k]``; its GPU work is every GPU operation whose
-launch lies in that span; ``e_k = max(h_k, end of its GPU work)`` is when a CUDA event recorded
-after the call would complete; the call's window is ``[max(s_k, e_{k-1}), e_k]``. Back-to-back
-calls (PKB's timed loop) tile the GPU's time; calls with a synchronisation between them (PKB's
-``--profile`` loop) start at their host start.
+launch lies in that span; its window ends at ``e_k = max(b_k, end of its GPU work)``, its
+boundary ``b_k`` being the end of the first CUDA event record between it and the next call
+(``pkbsim run`` records one there), else, back to back (no blocking call between them, PKB's
+timed loop), the next call's host start, else (a synchronisation between them, PKB's
+``--profile`` loop, and the last call) its host end. The window is ``[max(s_k, e_{k-1}),
+e_k]`` (the first: from the last event record before it, if any), so back-to-back calls tile
+the time as CUDA events recorded between them do.
 
 **Kinds.** A GPU operation launched inside an ATen operator takes that operator's kernel kind
 (``pkbsim.trace.classes``: the kinds the traced reference uses), with the kernel's name deciding
@@ -74,6 +77,7 @@ SYNC_CALLS = frozenset({
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cudaMemcpy",
     "cudaMemcpy2D", "cuMemcpyDtoH", "cuMemcpyDtoH_v2", "cudaMemcpyFromSymbol"})
 PEER_COPY_CALLS = ("cudaMemcpyPeer", "cuMemcpyPeer")
+RECORDS = ("cudaEventRecord", "cuEventRecord")  # a CUDA event recorded between calls
 COMM_OPS = ("c10d::", "_c10d_functional::", "nccl:", "record_param_comms")
 # kernels no operator explains, by name (lower case); first match wins
 NAME_KINDS = (("nccl", "communication"), ("gemm", "gemm"), ("cutlass", "gemm"),
@@ -112,12 +116,13 @@ def load_kineto(path: str | Path, call_marker: str | None = None) -> Timeline:
     markers, how, main = find_calls(host, runtime, call_marker, name)
     ops = _gpu_ops(gpu, runtime, host, markers)
     main_host = [h for h in host if h.tid == main]
-    calls = _windows(markers, ops)
     outer = _outermost([h for h in main_host if h.cat not in ("python_function",)
                         and not STEP.match(h.name) and h.name != call_marker])
     syncs = sorted((HostSpan(r.ts, r.end, r.name) for r in runtime
                     if r.tid == main and _base(r.name) in SYNC_CALLS),
                    key=lambda s: s.start_us)
+    records = sorted(r.end for r in runtime if r.tid == main and r.name.startswith(RECORDS))
+    calls = _windows(markers, ops, syncs, records)
     return Timeline(name, rank, world, tuple(calls), tuple(ops),
                     tuple(HostSpan(h.ts, h.end, h.name) for h in outer), tuple(syncs), how)
 
@@ -330,18 +335,45 @@ def _gpu_ops(gpu: list[RawEvent], runtime: list[RawEvent], host: list[RawEvent],
     return out  # in the order of ``gpu``: by start
 
 
-def _windows(markers: list[RawEvent], ops: list[GpuOp]) -> list[Call]:
+def _windows(markers: list[RawEvent], ops: list[GpuOp], syncs: list[HostSpan],
+             records: list[float]) -> list[Call]:
+    """Each call's window, as CUDA events recorded between the calls would time it.
+
+    A call ends at the later of the end of its GPU work and its boundary: the end of the
+    first event record (``cudaEventRecord``, ``records``: their ends, sorted) after its host
+    end and before the next call and any synchronisation, where there is one (``pkbsim
+    run``'s profile); else, back to
+    back (no blocking call between the two calls), the next call's host start; else (a
+    synchronisation between them, PKB's ``--profile`` loop) its own host end. The last call's
+    boundary is the first record after its host end, else its host end. The first call starts
+    at the end of the last record before it, else at its host start; a later call where the
+    previous one ended, or at its host start if that is later."""
     ends: dict[int, float] = {}
     for o in ops:
         if o.call >= 0:
             ends[o.call] = max(ends.get(o.call, o.end_us), o.end_us)
+    sync_starts = [sp.start_us for sp in syncs]
     calls = []
-    previous = -math.inf
+    before = bisect.bisect_left(records, markers[0].ts) - 1 if markers else -1
+    previous = records[before] if before >= 0 else -math.inf
+    tiled = previous > -math.inf  # does this call start where the last boundary was?
     for k, m in enumerate(markers):
-        end = max(m.end, ends.get(k, m.end))
-        start = max(m.ts, previous)
-        calls.append(Call(k, m.ts, m.end, start, max(end, start)))
-        previous = max(end, start)
+        nxt = markers[k + 1].ts if k + 1 < len(markers) else math.inf
+        i = bisect.bisect_right(records, m.end)
+        j = bisect.bisect_left(sync_starts, m.end)
+        blocked = j < len(sync_starts) and sync_starts[j] < nxt
+        first_sync = sync_starts[j] if j < len(sync_starts) else math.inf
+        if i < len(records) and records[i] < min(nxt, first_sync):
+            boundary, tile_next = records[i], True
+        elif k + 1 < len(markers) and not blocked:
+            boundary, tile_next = nxt, True
+        else:
+            boundary, tile_next = m.end, False
+        end = max(boundary, ends.get(k, boundary))
+        start = previous if tiled else max(m.ts, previous)
+        start = min(start, end)
+        calls.append(Call(k, m.ts, m.end, start, end))
+        previous, tiled = end, tile_next
     return calls
 
 

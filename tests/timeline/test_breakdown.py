@@ -33,14 +33,30 @@ def test_a_small_trace_splits_exactly(tmp_path: Path) -> None:
     two_calls(b)
     tl = load_kineto(b.write(tmp_path / "t.json"))
     assert tl.how_calls == "ProfilerStep annotations"
-    assert [(c.start_us, c.end_us) for c in tl.calls] == [(0, 30), (40, 70)]
+    # back to back (no sync between the calls): call 1 runs until call 2 starts on the host
+    assert [(c.start_us, c.end_us) for c in tl.calls] == [(0, 40), (40, 70)]
     assert [o.kind for o in tl.gpu] == ["gemm", "elementwise"] * 2
-    d = decompose(tl)
-    # idle 0-8 and 18-22 while the host issues (12 us), 25-30 after the sync began (5 us)
-    assert d.mean.terms == {"host_launch": 12.0, "sync": 5.0, "kernel:elementwise": 3.0,
+    first, second = decompose(tl).calls
+    # idle 0-8 and 18-22 while the host issues, 25-28 in the sync, 28-40 after it (the rest of
+    # the call and the loop until the next call)
+    assert first.terms == {"host_launch": 24.0, "sync": 3.0, "kernel:elementwise": 3.0,
+                           "kernel:gemm": 10.0}
+    assert first.host_ops == {"python": 12.0, "aten::mm": 6.0, "aten::add": 4.0,
+                              "aten::item": 1.0, "c10d::allreduce_": 1.0}
+    assert second.terms == {"host_launch": 14.0, "sync": 3.0, "kernel:elementwise": 3.0,
                             "kernel:gemm": 10.0}
-    assert d.mean.host_ops == {"aten::mm": 6.0, "aten::add": 4.0, "python": 2.0}
-    assert d.mean.total_us == 30.0
+    assert decompose(tl).mean.total_us == 35.0  # fewer than 3 calls: every call counts
+
+
+def test_the_first_of_three_calls_is_the_profilers_warm_up(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    for k, t0 in enumerate((0, 100, 130)):
+        b.host(f"ProfilerStep#{k + 1}", t0, 90 if k == 0 else 20, cat="user_annotation")
+        b.host("aten::mul", t0 + 1, 5)
+        b.launch(t0 + 2, 2, t0 + 5, 10, "vectorized_elementwise_kernel")
+    d = decompose(load_kineto(b.write(tmp_path / "t.json")))
+    assert [c.total_us for c in d.calls] == [100.0, 30.0, 20.0]
+    assert d.mean.total_us == 25.0 and d.call_us == (30.0, 20.0)
 
 
 def test_back_to_back_calls_tile_the_gpu(tmp_path: Path) -> None:
