@@ -70,9 +70,10 @@ def row(logs: Path, c: Comparison, t: TimelineComparison) -> list[str]:
                  key=lambda kv: -kv[1])[:2]
     kinds = ", ".join(f"{k[7:]} {v:.1f}" for k, v in top) or "-"
     model = t.model.total_us if t.model is not None else None
+    est = t.host_without_profiler_us
     return [c.problem, t.variant, fmt(pkb), fmt(t.event_mean_us), fmt(m.total_us),
             "-" if t.sum_error is None else f"{t.sum_error:+.1%}",
-            fmt(m.terms.get(HOST, 0.0)), fmt(m.terms.get(SYNC, 0.0)),
+            fmt(m.terms.get(HOST, 0.0)), fmt(est), fmt(m.terms.get(SYNC, 0.0)),
             fmt(m.terms.get("communication", 0.0) + m.terms.get("wait_ranks", 0.0)),
             fmt(kernels_us(m.terms)), kinds,
             fmt(model) if t.variant == "reference" else "-"]
@@ -153,6 +154,12 @@ def main() -> int:
                             pair = (t.measured.terms.get(term, 0.0),
                                     t.model.terms.get(term, 0.0))
                         term_pairs.setdefault(term, []).append(pair)
+                    if t.host_without_profiler_us is not None:
+                        term_pairs.setdefault(HOST + " (profiler off, est.)", []).append(
+                            (t.host_without_profiler_us, t.model.terms.get(HOST, 0.0)))
+                    if pkb:
+                        term_pairs.setdefault("call (PKB-timed, profiler off)", []).append(
+                            (pkb, t.model.total_us))
     rows.sort(key=lambda r: (int(r[0].split("_", 1)[0]), r[1] != "reference", r[1]))
     within = [s for s in sums if abs(s[1]) <= SUM_TOLERANCE]
     lines = [f"# {args.title}", "",
@@ -161,10 +168,13 @@ def main() -> int:
              f"{datetime.date.today()}; the GPU runs' device and date are in the console logs "
              "beside). Times in µs per call; `sum` is the sum of the trace's terms (the "
              "profiled calls' mean window); `vs events` its error against the same calls "
-             "timed by CUDA events; `comm` includes waits on other ranks; `model` is "
+             "timed by CUDA events; `host, no profiler (est.)` is PKB's timed mean less the "
+             "trace's other terms (the profiler adds host work; kernel and copy times are the "
+             "GPU's own); `comm` includes waits on other ranks; `model` is "
              "`nccl_reference`'s predicted call on its reference model.", ""]
     lines += table(["problem", "variant", "PKB-timed", "events", "sum", "vs events", "host",
-                    "sync", "comm", "kernels", "top kernel kinds", "model"], rows)
+                    "host, no profiler (est.)", "sync", "comm", "kernels", "top kernel kinds",
+                    "model"], rows)
     lines += ["", "## Summary", ""]
     if sums:
         worst = max(sums, key=lambda s: abs(s[1]))
@@ -192,6 +202,30 @@ def main() -> int:
         lines += table(["term", "references", "median measured", "median model",
                         "median model - measured", "median model / measured", "ratios"],
                        trows)
+    twice: dict[str, list[list[str]]] = {}
+    for r in rows:
+        if r[1] == "reference":
+            twice.setdefault(r[0], []).append(r)
+    pairs = {k: v for k, v in twice.items() if len(v) >= 2}
+    if pairs:
+        lines += ["", "## References measured twice", "",
+                  "The same reference in two of the folders (first and second, in the order "
+                  "given): PKB-timed means, the traced calls' CUDA-event means and the traced "
+                  "host term, and the second over the first.", ""]
+        trows = []
+        ratios: list[float] = []
+        for k, (a, b) in sorted(((k, v[:2]) for k, v in pairs.items()),
+                                key=lambda kv: int(kv[0].split("_", 1)[0])):
+            ra = float(b[2]) / float(a[2]) if a[2] != "-" and b[2] != "-" else None
+            if ra:
+                ratios.append(ra)
+            trows.append([k, a[2], b[2], "-" if ra is None else f"{ra:.2f}", a[3], b[3],
+                          a[6], b[6]])
+        lines += table(["problem", "PKB-timed 1", "PKB-timed 2", "2 / 1", "events 1",
+                        "events 2", "host 1", "host 2"], trows)
+        if ratios:
+            lines += ["", f"PKB-timed, second over first: median {statistics.median(ratios):.2f}, "
+                      f"range {min(ratios):.2f}-{max(ratios):.2f} over {len(ratios)}."]
     if errors:
         lines += ["", "## Not compared", ""] + [f"- {e}" for e in errors]
     text = "\n".join(lines) + "\n"

@@ -310,12 +310,14 @@ def timeline_comparisons(comp: Comparison, topo: Topology,
     ``nccl_reference`` on the problem's reference model, a candidate's ``custom_best``."""
     out = []
     models: dict[bool, tuple[Breakdown | None, str]] = {}
+    timed = {v.variant: v.measured_us for v in comp.variants}
     for variant in sorted(traces, key=lambda v: (v != "reference", v)):
         ref = variant == "reference"
         if ref not in models:
             models[ref] = _model_breakdown(comp, topo, ref)
         model, label = models[ref]
-        out.append(compare_timelines(variant, traces[variant], model, label))
+        out.append(compare_timelines(variant, traces[variant], model, label,
+                                     timed.get(variant)))
     return tuple(out)
 
 

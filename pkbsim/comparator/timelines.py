@@ -24,7 +24,7 @@ from pkbsim.limits import RANK_FILE_BYTES
 from pkbsim.pkb.logs import REFERENCE, Measurement, Trial
 from pkbsim.task.loader import find_task
 from pkbsim.timeline.breakdown import Breakdown, TimelineBreakdown, decompose
-from pkbsim.timeline.events import Timeline, term_key, term_title
+from pkbsim.timeline.events import HOST, Timeline, term_key, term_title
 from pkbsim.timeline.kineto import TraceFileError, load_kineto, trace_files, with_rank_waits
 
 TRACE_VARIANT = "trace"  # a trace outside PKB's layout
@@ -58,6 +58,24 @@ class TimelineComparison:
     model_label: str
     model: Breakdown | None
     rows: tuple[TermRow, ...]
+    timed_us: float | None = None  # the variant's measured time without the profiler (PKB's)
+
+    @property
+    def profiler_slowdown(self) -> float | None:
+        """The traced calls' time (CUDA events, else windows) over the time measured without
+        the profiler: how much the profiler's own host work slowed them."""
+        traced = self.event_mean_us or self.measured.total_us
+        return traced / self.timed_us if self.timed_us else None
+
+    @property
+    def host_without_profiler_us(self) -> float | None:
+        """An estimate of ``host_launch`` without the profiler: the time measured without it
+        less the GPU's terms and the syncs as traced (kernel and copy durations are the GPU's
+        own; the profiler adds host time). None without that time."""
+        if not self.timed_us:
+            return None
+        busy = sum(v for k, v in self.measured.terms.items() if k != HOST)
+        return max(self.timed_us - busy, 0.0)
 
     @property
     def sum_error(self) -> float | None:
@@ -150,7 +168,8 @@ def measurement_of(problem: str, variant: str, parts: Sequence[TimelineBreakdown
 
 
 def compare_timelines(variant: str, parts: Sequence[TimelineBreakdown],
-                      model: Breakdown | None, model_label: str) -> TimelineComparison:
+                      model: Breakdown | None, model_label: str,
+                      timed_us: float | None = None) -> TimelineComparison:
     if not any(p.calls for p in parts):
         raise TraceFileError("no call found in the trace", file=parts[0].timeline.source)
     slow: TimelineBreakdown = max(parts, key=lambda p: (p.mean.total_us, -p.timeline.rank))
@@ -166,7 +185,7 @@ def compare_timelines(variant: str, parts: Sequence[TimelineBreakdown],
     return TimelineComparison(
         variant, tuple(p.timeline.source for p in parts), slow.timeline.how_calls, len(calls),
         len(parts), slow.timeline.rank, m, min(calls), max(calls), slow.event_mean_us,
-        model_label, model, tuple(rows))
+        model_label, model, tuple(rows), timed_us)
 
 
 def is_reference(variant: str) -> bool:

@@ -59,6 +59,8 @@ def _timeline_dict(t: TimelineComparison) -> dict[str, Any]:
         "sum_error": t.sum_error, "communication_us": m.comm_us,
         "overlapped_communication_us": m.overlapped_comm_us,
         "host_launch_by_operator_us": m.host_ops,
+        "timed_us": t.timed_us, "profiler_slowdown": t.profiler_slowdown,
+        "host_launch_without_profiler_us": t.host_without_profiler_us,
         "model": t.model_label,
         "model_call_us": t.model.total_us if t.model is not None else None,
         "terms": [dataclasses.asdict(r) for r in t.rows],
@@ -177,6 +179,12 @@ def _timeline_notes(t: TimelineComparison) -> list[str]:
     if m.comm_us > 0:
         notes.append(f"communication {_us(m.comm_us)} us, of which {_us(m.overlapped_comm_us)} "
                      "us hidden behind kernels")
+    slow = t.profiler_slowdown
+    if slow is not None and slow > 1.05:
+        notes.append(f"the profiler slowed these calls {slow:.2f}x (measured without it: "
+                     f"{_us(t.timed_us)} us): kernel and copy times are the GPU's own, the host "
+                     f"term carries the profiler's work; host without it, estimated: "
+                     f"{_us(t.host_without_profiler_us)} us")
     top = [f"{name} {_us(us)}" for name, us in list(m.host_ops.items())[:4] if us > 0]
     if top:
         notes.append("host time by operator (us): " + ", ".join(top))

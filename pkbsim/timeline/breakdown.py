@@ -7,11 +7,10 @@ At each instant of the window (docs/metrics.md §11.6):
    ``overlapped_comm_us``, not in the sum);
 2. else communication runs (an NCCL kernel, a peer copy): ``wait_ranks`` while every
    collective running is still waiting for the last rank to reach it, else ``communication``;
-3. else the GPU is idle. Where it went idle while the host was blocked in a synchronisation
-   (``cudaStreamSynchronize``, a blocking ``cudaMemcpy``, ...), the idle time until that call
-   returned is ``sync``; the rest of the idle time is ``host_launch`` (the GPU waiting for the
-   host to issue work), itself split by the outermost host operator running then (``python``
-   between operators).
+3. else the GPU is idle: ``sync`` while the host is inside a blocking call
+   (``cudaStreamSynchronize``, a blocking ``cudaMemcpy``, ...), else ``host_launch`` (the GPU
+   waiting for the host to issue work), itself split by the outermost host operator running
+   then (``python`` between operators).
 
 The terms partition the window, so they sum to the call's time; what checks them is the call's
 time measured apart (CUDA events around each call). Pure.
@@ -164,26 +163,34 @@ def split_window(start: float, end: float, gpu: Sequence[GpuOp], host: Sequence[
         t = nxt
     host_ops: dict[str, float] = defaultdict(float)
     for a, b in idle:
-        until = _blocked_until(a, syncs, index.syncs)
-        if until is not None:
-            terms[SYNC] += min(until, b) - a
-            a = min(until, b)
-        if b > a:
-            terms[HOST] += b - a
-            _host_split(a, b, host, index.host, host_ops)
+        for x0, x1, blocked in _by_syncs(a, b, syncs, index.syncs):
+            if blocked:
+                terms[SYNC] += x1 - x0
+            else:
+                terms[HOST] += x1 - x0
+                _host_split(x0, x1, host, index.host, host_ops)
     total = end - start
     return Breakdown(total, dict(sorted(terms.items(), key=lambda kv: term_key(kv[0]))),
                      dict(sorted(host_ops.items(), key=lambda kv: -kv[1])), comm_us, overlapped)
 
 
-def _blocked_until(t: float, syncs: Sequence[HostSpan], starts: Sequence[float]
-                   ) -> float | None:
-    """When the blocking call the host was in as the GPU went idle at ``t`` returned (None:
-    it was in none). One thread's calls do not overlap: only the last to start can hold."""
-    k = bisect.bisect_right(starts, t) - 1
-    if k >= 0 and syncs[k].start_us <= t < syncs[k].end_us:
-        return syncs[k].end_us
-    return None
+def _by_syncs(a: float, b: float, syncs: Sequence[HostSpan], starts: Sequence[float]
+              ) -> list[tuple[float, float, bool]]:
+    """``[a, b]`` cut where the host is inside a blocking call (True) and where not."""
+    out: list[tuple[float, float, bool]] = []
+    k = max(bisect.bisect_right(starts, a) - 1, 0)
+    t = a
+    while k < len(syncs) and syncs[k].start_us < b:
+        lo, hi = max(syncs[k].start_us, t), min(syncs[k].end_us, b)
+        if hi > lo:
+            if lo > t:
+                out.append((t, lo, False))
+            out.append((lo, hi, True))
+            t = hi
+        k += 1
+    if b > t:
+        out.append((t, b, False))
+    return out
 
 
 def _host_split(a: float, b: float, host: Sequence[HostSpan], starts: Sequence[float],
