@@ -10,7 +10,7 @@ from dataclasses import dataclass
 # the terms a call's time is split into (docs/compare.md, "Where the measured time went"),
 # in the order reports list them; ``kernel:<kind>`` stands for one term per kernel kind
 HOST = "host_launch"  # the GPU idle while the host issues work (launch-bound)
-SYNC = "sync"  # the GPU idle after the host blocked on it (device-to-host synchronisation)
+SYNC = "sync"  # the GPU idle while the host is blocked on it (device-to-host synchronisation)
 COMM = "communication"  # communication kernels and copies not overlapped with compute
 WAIT = "wait_ranks"  # a collective waiting for the last rank to reach it
 KERNEL = "kernel:"  # prefix: GPU time of kernels (and local copies) by kind
@@ -18,7 +18,7 @@ TERM_ORDER = (HOST, SYNC, COMM, WAIT)
 
 TERM_TITLES = {
     HOST: "GPU idle, waiting for the host (launch-bound)",
-    SYNC: "device-to-host syncs (GPU idle after the host blocked)",
+    SYNC: "device-to-host syncs (GPU idle while the host is blocked)",
     COMM: "communication not overlapped with compute",
     WAIT: "waiting on other ranks",
 }
