@@ -326,7 +326,8 @@ def profiled_run(fn: Callable[..., Any], args: tuple[Any, ...], cuda: bool, iter
 
     fn(*args)
     sync()
-    dist.barrier()
+    if dist.is_initialized():  # every rank starts profiling together
+        dist.barrier()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     marks = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)] if cuda else []
     with profile(activities=activities) as prof:

@@ -10,6 +10,7 @@ Files, under OUT:
 
     logs/problem_<stem>/<backend>/rank_<r>_perf.json, rank_<r>.pt   PKB's layout and format
     logs/problem_<stem>/<backend>/rank_<r>_profile.json             what ran per call (below)
+    logs/problem_<stem>/<backend>/rank_<r>_trace.json.gz            the profiled calls' Kineto trace
     runs/problem_<stem>/<backend>/console.log, rank_<r>.json         console; each rank's status
 
 ``rank_<r>_profile.json`` (``pkbsim.runprofile/1``, read by :mod:`pkbsim.pkb.run_profile`) is
@@ -303,7 +304,7 @@ def run_variant(problem: Problem, solution: Path | None, backend: str, out: Path
     earlier run of the same problem and backend are replaced."""
     logs_dir, run_dir = variant_dirs(out, problem.stem, backend)
     for folder, patterns in ((logs_dir, ("rank_*_perf.json", "rank_*_profile.json",
-                                         "rank_*.pt")),
+                                         "rank_*_trace.json.gz", "rank_*.pt")),
                              (run_dir, ("rank_*.json",))):
         folder.mkdir(parents=True, exist_ok=True)
         for pattern in patterns:

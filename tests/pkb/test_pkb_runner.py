@@ -99,17 +99,19 @@ def test_run_command_times_both_in_pkbs_format(tmp_path: Path,
     stale.write_text("{}")  # an earlier run at a larger world size
     stale_profile = stale.with_name("rank_5_profile.json")
     stale_profile.write_text("{}")
+    stale_trace = stale.with_name("rank_5_trace.json.gz")
+    stale_trace.write_bytes(b"")
     run_cmd.run_command(TINY, "1", SOLUTIONS / f"{STEM}_ok.py", None, out, 120.0, "cpu")
     text = capsys.readouterr()
     assert "pkbsim run: reference" in text.err and "pkbsim run: ok" in text.err
     assert f"Problem {STEM}" in text.out and "2 ranks, device cpu" in text.out
     assert "Speedup (reference / candidate, slowest ranks)" in text.out
-    assert not stale.exists() and not stale_profile.exists()
+    assert not stale.exists() and not stale_profile.exists() and not stale_trace.exists()
     for backend in ("reference", "ok"):
         folder = out / "logs" / f"problem_{STEM}" / backend
         assert sorted(p.name for p in folder.iterdir()) == [
-            "rank_0.pt", "rank_0_perf.json", "rank_0_profile.json", "rank_1.pt",
-            "rank_1_perf.json", "rank_1_profile.json"]
+            "rank_0.pt", "rank_0_perf.json", "rank_0_profile.json", "rank_0_trace.json.gz",
+            "rank_1.pt", "rank_1_perf.json", "rank_1_profile.json", "rank_1_trace.json.gz"]
         # 10 calls profiled (the default) on gloo: no GPU events; the host's collective op
         profiles = load_run_profiles(folder)
         assert [(p.rank, p.world_size, p.backend, p.problem) for p in profiles] == [
