@@ -21,7 +21,7 @@ from pathlib import Path
 from pkbsim.errors import PkbsimError
 from pkbsim.inputs import loads_json, path_kind, read_bytes
 from pkbsim.limits import RANK_FILE_BYTES
-from pkbsim.pkb.logs import REFERENCE, Measurement, Trial
+from pkbsim.pkb.logs import Measurement, Trial
 from pkbsim.task.loader import find_task
 from pkbsim.timeline.breakdown import Breakdown, TimelineBreakdown, decompose
 from pkbsim.timeline.events import HOST, Timeline, term_key, term_title
@@ -186,7 +186,3 @@ def compare_timelines(variant: str, parts: Sequence[TimelineBreakdown],
         variant, tuple(p.timeline.source for p in parts), slow.timeline.how_calls, len(calls),
         len(parts), slow.timeline.rank, m, min(calls), max(calls), slow.event_mean_us,
         model_label, model, tuple(rows), timed_us)
-
-
-def is_reference(variant: str) -> bool:
-    return variant == REFERENCE

@@ -44,7 +44,6 @@ Every malformed input is one :class:`TraceFileError` naming the file and the fie
 from __future__ import annotations
 
 import bisect
-import gzip
 import json
 import math
 import re
@@ -69,7 +68,7 @@ class TraceFileError(PkbsimError):
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
             "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}  # older Kineto: titles
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "Runtime", "Driver")
-HOST_CATS = ("cpu_op", "user_annotation", "python_function", "Operator", "python_function")
+HOST_CATS = ("cpu_op", "user_annotation", "python_function", "Operator")
 STEP = re.compile(r"^ProfilerStep#\d+$")
 SOLUTION = ": solution"  # a python_function event's name ends so for ``def solution``
 SYNC_CALLS = frozenset({
@@ -99,8 +98,23 @@ class RawEvent:
     stream: int = 0
 
 
-def load_kineto(path: str | Path, call_marker: str | None = None) -> Timeline:
-    """One rank's trace as a :class:`Timeline`."""
+@dataclass(frozen=True)
+class ParsedTrace:
+    """A trace's events split by kind, its rank, and its calls on the calling thread."""
+
+    name: str
+    gpu: list[RawEvent]
+    runtime: list[RawEvent]
+    host: list[RawEvent]
+    rank: int
+    world_size: int
+    markers: list[RawEvent]  # one per call
+    how: str  # how the calls were found
+    main: Any  # the calling thread
+
+
+def parse_trace(path: str | Path, call_marker: str | None = None) -> ParsedTrace:
+    """Read and split one trace, and find its calls (the module docstring says how)."""
     name = str(path)
     data = read_trace_json(path)
     events = data.get("traceEvents") if isinstance(data, dict) else None
@@ -114,6 +128,14 @@ def load_kineto(path: str | Path, call_marker: str | None = None) -> Timeline:
                              field="traceEvents")
     rank, world = rank_of(data, name)
     markers, how, main = find_calls(host, runtime, call_marker, name)
+    return ParsedTrace(name, gpu, runtime, host, rank, world, markers, how, main)
+
+
+def load_kineto(path: str | Path, call_marker: str | None = None) -> Timeline:
+    """One rank's trace as a :class:`Timeline`."""
+    t = parse_trace(path, call_marker)
+    name, gpu, runtime, host = t.name, t.gpu, t.runtime, t.host
+    rank, world, markers, how, main = t.rank, t.world_size, t.markers, t.how, t.main
     ops = _gpu_ops(gpu, runtime, host, markers)
     main_host = [h for h in host if h.tid == main]
     outer = _outermost([h for h in main_host if h.cat not in ("python_function",)
@@ -421,7 +443,3 @@ def with_rank_waits(timelines: list[Timeline]) -> list[Timeline]:
             wait = min(max(latest - op.start_us, 0.0), op.end_us - op.start_us)
             out[r][c[k]] = replace(op, wait_us=wait)
     return [replace(t, gpu=tuple(ops)) for t, ops in zip(timelines, out, strict=True)]
-
-
-def gzip_bytes(text: str) -> bytes:  # for tests and benchmarks writing .json.gz traces
-    return gzip.compress(text.encode())

@@ -21,10 +21,7 @@ from pkbsim.pkb.run_profile import (
 from pkbsim.timeline.kineto import (
     RawEvent,
     TraceFileError,
-    find_calls,
-    rank_of,
-    read_trace_json,
-    split_events,
+    parse_trace,
     trace_files,
 )
 
@@ -67,22 +64,13 @@ RUNTIME_PREFIXES = ("cudaMemcpy", "cuMemcpy", "cudaLaunchKernel", "cuLaunchKerne
 COLLECTIVE_PREFIXES = ("c10d::", "_c10d_functional::")
 
 
-def run_profile_of(path: str | Path, call_marker: str | None = None) -> Any:
+def run_profile_of(path: str | Path, call_marker: str | None = None) -> RunProfile:
     """A Kineto trace's counts per call in the form of ``rank_<r>_profile.json``
     (:class:`pkbsim.pkb.run_profile.RunProfile`, variant ``candidate`` unless the path says
     ``reference``): what ``pkbsim inspect --run-log`` reconciles with the static findings."""
-    name = str(path)
-    data = read_trace_json(path)
-    events = data.get("traceEvents") if isinstance(data, dict) else None
-    if not isinstance(events, list):
-        raise TraceFileError("expected a Chrome trace object with a traceEvents list",
-                             file=name, field="traceEvents")
-    gpu, runtime, host = split_events(events, name)
-    if not gpu and not host:
-        raise TraceFileError("no complete events (ph X) of a PyTorch profiler trace",
-                             file=name, field="traceEvents")
-    rank, world = rank_of(data, name)
-    markers, _how, main = find_calls(host, runtime, call_marker, name)
+    t = parse_trace(path, call_marker)
+    name, gpu, runtime, host, main, markers = t.name, t.gpu, t.runtime, t.host, t.main, t.markers
+    rank, world = t.rank, t.world_size
     calls = max(len(markers), 1)
 
     starts = [m.ts for m in markers]
