@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
+from pkbsim import symmetry
 from pkbsim.collectives.base import SWITCH, Algorithm, Context
+from pkbsim.symmetry import Classes
 from pkbsim.task.schema import REDUCING_KINDS, CommOp
 from pkbsim.topology.fabric import NIC, UPLINK_NET, Fabric
 from pkbsim.topology.schema import Mechanism, Topology
@@ -63,6 +65,9 @@ def link_loads(alg: Algorithm, op: CommOp, world_size: int, fabric: Fabric) -> L
 
 def _unit_loads(alg: Algorithm, op: CommOp, world_size: int, fabric: Fabric,
                 roots: tuple[tuple[int, float], ...]) -> Loads:
+    classes = _classes(alg, op, world_size, fabric.topo, roots)
+    if classes is not None:
+        return _symmetric_loads(alg, op, fabric, classes)
     loads: Loads = defaultdict(float)
     for members in group_members(op, world_size):
         for root, share in roots:
@@ -73,6 +78,44 @@ def _unit_loads(alg: Algorithm, op: CommOp, world_size: int, fabric: Fabric,
                 for link in fabric.route(src, dst):
                     loads[link] += flow.nbytes * share
     return dict(loads)
+
+
+def _classes(alg: Algorithm, op: CommOp, world_size: int, topo: Topology,
+             roots: tuple[tuple[int, float], ...]) -> Classes | None:
+    """The classes of ranks an op over the whole world lets its link loads be summed over
+    (pkbsim.symmetry), or None: groups, a rotating root, or no symmetry."""
+    if op.group_size != world_size or len(roots) != 1:
+        return None
+    classes = symmetry.start(topo, world_size)
+    if not classes.symmetric:
+        return None
+    members = list(range(world_size))
+    ctx = replace(group_context(op, members, topo), root=roots[0][0])
+    needs = symmetry.call_steps(classes, alg, op.kind, ctx, [members])
+    if needs is not None:
+        classes = symmetry.restrict(classes, *needs)
+    return classes if classes.symmetric else None
+
+
+def _symmetric_loads(alg: Algorithm, op: CommOp, fabric: Fabric, classes: Classes) -> Loads:
+    """The loads of the flows leaving the representative ranks, each on its representative
+    link weighted by the flows it stands for there, then given to every link of the class:
+    the loads of every flow, without making them."""
+    ctx = replace(group_context(op, list(range(classes.world_size)), fabric.topo),
+                  root=op.root)
+    rep: Loads = defaultdict(float)
+    model: dict[str, str] = {}  # a representative link not routed yet -> a link it stands for
+    for flow in alg.flows_from(op.kind, 1.0, ctx, set(classes.ranks)):
+        for link in fabric.route(flow.src, flow.dst):
+            rep_id, weight = classes.link(link)
+            rep[rep_id] += flow.nbytes * weight
+            model.setdefault(rep_id, link)
+    loads: Loads = {}
+    for rep_id, nbytes in rep.items():
+        fabric.like(rep_id, model.get(rep_id, rep_id))
+        for link in classes.link_members(rep_id):
+            loads[fabric.like(link, rep_id)] = nbytes
+    return loads
 
 
 _FABRICS: dict[int, tuple[Topology, Fabric]] = {}

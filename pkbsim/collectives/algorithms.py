@@ -7,7 +7,9 @@ ranks and channels a program moves exactly the bytes of ``flows``; tests check t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from pkbsim.collectives.base import (
     ALGORITHMS,
@@ -20,8 +22,25 @@ from pkbsim.collectives.base import (
     Context,
     Flow,
     Prim,
+    Shift,
     register,
+    shape,
 )
+
+ROOTED = ("broadcast", "reduce", "scatter", "gather")
+
+
+def flat_symmetry(kind: str, ctx: Context) -> tuple[int, int] | None:
+    """Programs over ranks 0..n-1 in order, each rank's peers counted from itself (me + 1,
+    me + 2, ...): every translation of the ranks maps them onto each other, so inside one node
+    any local shift and across nodes any node shift (a translation by whole nodes)."""
+    if kind in ROOTED:
+        return None
+    found = shape(ctx)
+    if found is None:
+        return None
+    k, g = found
+    return (1, 1) if k == 1 else (1, g)
 
 
 def _pairs(n: int) -> list[tuple[int, int]]:
@@ -110,6 +129,22 @@ class Ring(Algorithm):
     def channels(self, kind: str, ctx: Context) -> int:
         return self.rails(kind, ctx)
 
+    def symmetry(self, kind: str, ctx: Context) -> tuple[int, int] | None:
+        found = shape(ctx)
+        if kind in ROOTED or found is None:
+            return None
+        k, g = found
+        if k == 1 or g == 1:
+            return 1, 1  # one ring over the ranks in order
+        # a local shift moves each rail's ring onto the next rail's; a node shift keeps each
+        # node's direction only by an even number of nodes, and wraps round only when k is even
+        return (2 if k % 2 == 0 else k), 1
+
+    def relabel(self, tag: Any, shift: Shift) -> Any:
+        channel, c, s = tag  # no rank in it; the channel is the rail
+        rails = shift.g if shift.k > 1 and shift.g > 1 else 1
+        return (channel + shift.locals) % rails, c, s
+
     @staticmethod
     def _chain(kind: str, ctx: Context) -> list[int]:
         order = [(ctx.root + k) % ctx.n for k in range(ctx.n)]  # a chain starting at the root
@@ -178,11 +213,27 @@ class Direct(Algorithm):
             return [Flow(r, j, m) for j in range(n) if j != r]
         return [Flow(j, r, m) for j in range(n) if j != r]  # reduce, gather
 
+    def flows_from(self, kind: str, m: float, ctx: Context, sources: set[int]) -> list[Flow]:
+        n = ctx.n
+        if kind not in ("reduce_scatter", "all_to_all", "all_gather") or n == 1:
+            return super().flows_from(kind, m, ctx, sources)
+        nbytes = m if kind == "all_gather" else m / n
+        return [Flow(i, j, nbytes) for i in sorted(sources) for j in range(n) if j != i]
+
     def steps(self, kind: str, ctx: Context) -> int:
         return 1 if ctx.n > 1 else 0
 
     def channels(self, kind: str, ctx: Context) -> int:
         return 2  # sends, and receives: neither waits for the other
+
+    def symmetry(self, kind: str, ctx: Context) -> tuple[int, int] | None:
+        found = flat_symmetry(kind, ctx)
+        if kind != "send_recv" or ctx.pattern != "pairs" or found is None:
+            return found
+        k, g = shape(ctx) or (1, ctx.n)
+        if ctx.n % 2:
+            return None  # the last rank has no partner
+        return (1, 2) if k == 1 else ((1, g) if g % 2 == 0 else None)
 
     def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
                 channel: int = 0) -> Iterator[Prim]:
@@ -235,11 +286,18 @@ class TwoShot(Algorithm):
         n = ctx.n
         return [Flow(i, j, 2 * m / n) for i, j in _pairs(n)]
 
+    def flows_from(self, kind: str, m: float, ctx: Context, sources: set[int]) -> list[Flow]:
+        n = ctx.n
+        return [Flow(i, j, 2 * m / n) for i in sorted(sources) for j in range(n) if j != i]
+
     def steps(self, kind: str, ctx: Context) -> int:
         return 2 if ctx.n > 1 else 0
 
     def channels(self, kind: str, ctx: Context) -> int:
         return 3
+
+    def symmetry(self, kind: str, ctx: Context) -> tuple[int, int] | None:
+        return flat_symmetry(kind, ctx)
 
     def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
                 channel: int = 0) -> Iterator[Prim]:
@@ -259,11 +317,18 @@ class OneShot(Algorithm):
     def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
         return [Flow(j, i, m) for i, j in _pairs(ctx.n)]
 
+    def flows_from(self, kind: str, m: float, ctx: Context, sources: set[int]) -> list[Flow]:
+        n = ctx.n
+        return [Flow(j, i, m) for i in range(n) for j in sorted(sources) if j != i]
+
     def steps(self, kind: str, ctx: Context) -> int:
         return 1 if ctx.n > 1 else 0
 
     def channels(self, kind: str, ctx: Context) -> int:
         return 2
+
+    def symmetry(self, kind: str, ctx: Context) -> tuple[int, int] | None:
+        return flat_symmetry(kind, ctx)
 
     def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
                 channel: int = 0) -> Iterator[Prim]:
@@ -330,6 +395,10 @@ class Nvls(Algorithm):
     def channels(self, kind: str, ctx: Context) -> int:
         return {"all_reduce": 3, "reduce_scatter": 2}.get(kind, 1)
 
+    def symmetry(self, kind: str, ctx: Context) -> tuple[int, int] | None:
+        # every rank loads from and stores to all: any relabelling keeps the programs
+        return None if kind in ROOTED or shape(ctx) is None else (1, 1)
+
 
 @register
 class Multicast(Algorithm):
@@ -368,6 +437,9 @@ class Multicast(Algorithm):
     def channels(self, kind: str, ctx: Context) -> int:
         return 2
 
+    def symmetry(self, kind: str, ctx: Context) -> tuple[int, int] | None:
+        return None if kind in ROOTED or shape(ctx) is None else (1, 1)
+
 
 @register
 class Pairwise(Algorithm):
@@ -378,8 +450,18 @@ class Pairwise(Algorithm):
     def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
         return [Flow(i, j, m / ctx.n) for i, j in _pairs(ctx.n)]
 
+    def flows_from(self, kind: str, m: float, ctx: Context, sources: set[int]) -> list[Flow]:
+        n = ctx.n
+        return [Flow(i, j, m / n) for i in sorted(sources) for j in range(n) if j != i]
+
     def steps(self, kind: str, ctx: Context) -> int:
         return ctx.n - 1
+
+    def symmetry(self, kind: str, ctx: Context) -> tuple[int, int] | None:
+        return flat_symmetry(kind, ctx)
+
+    def relabel(self, tag: Any, shift: Shift) -> Any:
+        return tag  # (chunk, round): no rank in it
 
     def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
                 channel: int = 0) -> Iterator[Prim]:
@@ -390,15 +472,21 @@ class Pairwise(Algorithm):
                 yield (RECV, (c, k))
 
 
-def tree_positions(n: int, which: int) -> tuple[list[int], list[int]]:
+@functools.lru_cache(maxsize=64)
+def tree_positions(n: int, which: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(rank at each heap position, position of each rank) of binary tree ``which``: tree 0 is
     the heap order, tree 1 its mirror, so most inner ranks of one tree are leaves of the other
-    (NCCL's double binary tree)."""
-    at = list(range(n)) if which == 0 else [n - 1 - p for p in range(n)]
-    pos = [0] * n
-    for p, r in enumerate(at):
-        pos[r] = p
-    return at, pos
+    (NCCL's double binary tree). Kept: every rank's program asks for it, once per chunk."""
+    at = tuple(range(n)) if which == 0 else tuple(n - 1 - p for p in range(n))
+    return at, at  # the mirror is its own inverse
+
+
+def relabel_tree_tag(tag: Any, shift: Shift) -> Any:
+    """A tree's tags: ("up", tree, chunk, sender), ("down", tree, chunk) (no rank), else the
+    default (the sender last)."""
+    if tag[0] == "down":
+        return tag
+    return (*tag[:-1], shift.rank(tag[-1]))
 
 
 def tree_channel(rank: int, parent: int | None, kids: list[int], piece: float, chunks: int,
@@ -519,6 +607,19 @@ class Hierarchical(Algorithm):
                     flows.append(Flow(a, b, m, "inter"))
         return flows
 
+    def flows_from(self, kind: str, m: float, ctx: Context, sources: set[int]) -> list[Flow]:
+        g, k = ctx.per_node, ctx.nodes
+        intra = {"all_reduce": 2 * m / g, "reduce_scatter": m / g}.get(kind, k * m)
+        inter = {"all_reduce": 2 * m / (g * k), "reduce_scatter": m / (g * k)}.get(kind, m)
+        out = []
+        for a in sorted(sources):
+            node, local = divmod(a, g)
+            out += [Flow(a, node * g + j, intra, "intra") for j in range(g) if j != local]
+        for a in sorted(sources):
+            node, local = divmod(a, g)
+            out += [Flow(a, y * g + local, inter, "inter") for y in range(k) if y != node]
+        return out
+
     def steps(self, kind: str, ctx: Context) -> int:
         return 4 if kind == "all_reduce" else 2
 
@@ -545,6 +646,9 @@ class Hierarchical(Algorithm):
     @staticmethod
     def _phases(kind: str) -> int:
         return 4 if kind == "all_reduce" else 2
+
+    def symmetry(self, kind: str, ctx: Context) -> tuple[int, int] | None:
+        return (1, 1) if shape(ctx) is not None else None
 
     def channels(self, kind: str, ctx: Context) -> int:
         return self._phases(kind) + 1
@@ -574,6 +678,13 @@ class HierarchicalTree(Algorithm):
 
     def channels(self, kind: str, ctx: Context) -> int:
         return 7  # intra RS, (up, down) x 2 trees, intra AG, collect
+
+    def symmetry(self, kind: str, ctx: Context) -> tuple[int, int] | None:
+        found = shape(ctx)  # every rail runs the same trees; the trees' nodes differ
+        return (found[0], 1) if found is not None else None
+
+    def relabel(self, tag: Any, shift: Shift) -> Any:
+        return relabel_tree_tag(tag, shift)
 
     def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
                 channel: int = 0) -> Iterator[Prim]:

@@ -41,6 +41,33 @@ class Flow:
 
 
 @dataclass(frozen=True)
+class Shift:
+    """A relabelling of a group's ranks, placed node by node (``g`` ranks on each of ``k``
+    nodes): node x becomes node x + ``nodes`` and local rank l becomes l + ``locals`` (both
+    modulo). The symmetric simulation (pkbsim/symmetry.py) runs one rank per class of ranks
+    that such shifts map onto each other."""
+
+    nodes: int
+    locals: int
+    k: int
+    g: int
+
+    def rank(self, rank: int) -> int:
+        if rank == SWITCH:
+            return rank
+        x, local = divmod(rank, self.g)
+        return (x + self.nodes) % self.k * self.g + (local + self.locals) % self.g
+
+
+def shape(ctx: Context) -> tuple[int, int] | None:
+    """(nodes k, ranks per node g) of a group placed node by node; None when its nodes hold
+    different numbers of its ranks."""
+    if ctx.nodes > 1:
+        return (ctx.nodes, ctx.per_node) if ctx.per_node > 0 else None
+    return 1, ctx.n
+
+
+@dataclass(frozen=True)
 class Context:
     """What an algorithm needs to know about where the group's ranks sit."""
 
@@ -66,6 +93,12 @@ class Algorithm(ABC):
     def flows(self, kind: str, m: float, ctx: Context) -> list[Flow]:
         """Bytes moved, per (src, dst) pair, for one call with a buffer of ``m`` bytes."""
 
+    def flows_from(self, kind: str, m: float, ctx: Context, sources: set[int]) -> list[Flow]:
+        """The flows of ``flows`` that leave one of ``sources`` (a flow from the switch: that
+        reach one), in the same order; dense algorithms make only these."""
+        return [f for f in self.flows(kind, m, ctx)
+                if (f.dst if f.src == SWITCH else f.src) in sources]
+
     @abstractmethod
     def steps(self, kind: str, ctx: Context) -> int:
         """Synchronisation steps on the critical path (0 if nothing moves)."""
@@ -79,6 +112,19 @@ class Algorithm(ABC):
     def channels(self, kind: str, ctx: Context) -> int:
         """Independent programs each rank runs side by side (e.g. one per tree)."""
         return 1
+
+    def symmetry(self, kind: str, ctx: Context) -> tuple[int, int] | None:
+        """(node step, local step): the shifts by multiples of these (:class:`Shift`) map every
+        rank's programs, as a set over its channels, onto its image's, with ranks and tags
+        relabelled (``relabel``); a step equal to the group's node count k (ranks per node g)
+        allows no shift in that direction. None: no shift but the identity (rooted kinds,
+        trees of ranks). tests/collectives/test_symmetry.py checks every declaration."""
+        return None
+
+    def relabel(self, tag: Any, shift: Shift) -> Any:
+        """A tag as the image of its rank under ``shift`` names it. By default the tag's last
+        element is the rank that sends the message (or, for a load, the rank that issues it)."""
+        return (*tag[:-1], shift.rank(tag[-1]))
 
     def pipelined_bytes(self, kind: str, m: float, n: int) -> float | None:
         """The bytes each step waits for in full, where its steps depend on each other

@@ -7,8 +7,15 @@ NVLSTree). Traffic formulas: docs/metrics.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
-from pkbsim.collectives.algorithms import rail_tree, rail_tree_result, tree_channel, tree_positions
+from pkbsim.collectives.algorithms import (
+    rail_tree,
+    rail_tree_result,
+    relabel_tree_tag,
+    tree_channel,
+    tree_positions,
+)
 from pkbsim.collectives.base import (
     SEND,
     SWITCH,
@@ -17,7 +24,9 @@ from pkbsim.collectives.base import (
     Context,
     Flow,
     Prim,
+    Shift,
     register,
+    shape,
 )
 
 
@@ -89,6 +98,17 @@ class NcclTree(Algorithm):
 
     def channels(self, kind: str, ctx: Context) -> int:
         return 4 * self.rails(ctx)  # per rail: (tree 0, tree 1) x (reduce up, broadcast down)
+
+    def symmetry(self, kind: str, ctx: Context) -> tuple[int, int] | None:
+        found = shape(ctx)
+        if found is None or self.rails(ctx) == 1:
+            return None  # one chain (a line of ranks) or one tree of nodes
+        return found[0], 1  # a local shift moves each rail's trees onto the next rail's
+
+    def relabel(self, tag: Any, shift: Shift) -> Any:
+        rail, which = tag[1]
+        moved = (tag[0], ((rail + shift.locals) % shift.g, which), *tag[2:])
+        return moved if tag[0] == "down" else (*moved[:-1], shift.rank(tag[-1]))
 
     def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
                 channel: int = 0) -> Iterator[Prim]:
@@ -162,6 +182,13 @@ class NvlsTree(Algorithm):
     def channels(self, kind: str, ctx: Context) -> int:
         return 7  # NVLS load, (up, down) x 2 trees, NVLS store, collect
 
+    def symmetry(self, kind: str, ctx: Context) -> tuple[int, int] | None:
+        found = shape(ctx)  # every rail runs the same trees; the trees' nodes differ
+        return (found[0], 1) if found is not None else None
+
+    def relabel(self, tag: Any, shift: Shift) -> Any:
+        return relabel_tree_tag(tag, shift)
+
     def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
                 channel: int = 0) -> Iterator[Prim]:
         g, k = ctx.per_node, ctx.nodes
@@ -208,6 +235,9 @@ class CollNet(NvlsTree):
 
     def channels(self, kind: str, ctx: Context) -> int:
         return 4  # NVLS load, network send, NVLS store, collect
+
+    def symmetry(self, kind: str, ctx: Context) -> tuple[int, int] | None:
+        return (1, 1) if shape(ctx) is not None else None  # no tree: a ring of nodes
 
     def program(self, kind: str, m: float, ctx: Context, rank: int, chunks: int,
                 channel: int = 0) -> Iterator[Prim]:

@@ -74,6 +74,7 @@ def sim_table(result: SimResult, roof: Roofline) -> str:
         f"{result.slowest_rank}; steady state of {result.iterations} back-to-back iterations)",
         f"Roofline t_roof {_num(t_roof)} us ({roof.binding}): predicted / t_roof = "
         + (f"{result.predicted_us / t_roof:.1f}x" if t_roof > 0 else "-"),
+        f"Simulation: {result.symmetry} (docs/simulation.md)",
         f"Critical path bound by: {result.bound_by} ("
         + ", ".join(f"{k} {_num(v)} us" for k, v in sorted(result.critical_shares.items()))
         + ")",
@@ -168,6 +169,7 @@ def to_dict(result: SimResult, roof: Roofline) -> dict[str, Any]:
         "critical_path": [{"rank": s.rank, "track": s.track, "name": s.name,
                            "start_us": s.start_us, "end_us": s.end_us, "why": s.why}
                           for s in result.critical_path],
+        "simulation": result.symmetry,
         "events": {"flows": result.flows_started, "rate_updates": result.rate_updates,
                    "nodes": len(result.nodes)},
         "provenance": {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from pkbsim import symmetry
 from pkbsim.bounds import check_result
 from pkbsim.collectives import ALGORITHMS, algbw_busbw
 from pkbsim.collectives.base import Context
@@ -11,7 +12,7 @@ from pkbsim.errors import InfeasibleError, UsageError
 from pkbsim.placement import fabric_for, fits, group_context
 from pkbsim.roofline import check_world_size
 from pkbsim.sim.collective import CallSpec
-from pkbsim.sim.engine import Collective, SimOptions, Simulation, run_call
+from pkbsim.sim.engine import SimOptions, Simulation, run_call
 from pkbsim.sim.engine import comm_sms as held_sms
 from pkbsim.sim.network import FlowBudget
 from pkbsim.sim.result import SimResult, summarize
@@ -56,7 +57,7 @@ def simulate(inst: TaskInstance, topo: Topology, strategy: Strategy,
                              "--reference-model task, or trace it (pkbsim trace)")
         strategy = replace(strategy, program=chosen)
     if not any(isinstance(op, ComputeOp) for op in inst.ops):
-        options = SimOptions(options.iterations, options.trace, hbm_contention=False)
+        options = replace(options, hbm_contention=False)
     if strategy.name == "custom_best" and strategy.chunks is None:
         tried = {}
         for runs, k in enumerate(CHUNK_CHOICES, 1):  # double the pieces while that helps
@@ -95,9 +96,20 @@ def trace_stands_for(chosen: ChosenProgram, inst: TaskInstance) -> bool:
 
 def _run(inst: TaskInstance, topo: Topology, strategy: Strategy, options: SimOptions,
          pieces: int, budget: FlowBudget) -> SimResult:
-    sim = Simulation(topo, inst.world_size, options, budget)
-    builder = Builder(sim, inst, strategy, pieces)
-    builder.build(options.iterations)
+    """Build and run one simulation: one rank per class of equivalent ranks where the task
+    and its calls allow it (pkbsim.symmetry), coarser classes when a call met while
+    building needs them, every rank where none is left."""
+    classes = symmetry.for_compute(symmetry.start(topo, inst.world_size, options.symmetry),
+                                   inst.ops)
+    while True:
+        sim = Simulation(topo, inst.world_size, options, budget, classes)
+        builder = Builder(sim, inst, strategy, pieces, classes)
+        try:
+            builder.build(options.iterations)
+        except symmetry.Asymmetric as why:
+            classes = symmetry.restrict(classes, why.node_step, why.local_step, why.why)
+            continue
+        break
     sim.run()
     return summarize(sim, builder, inst, strategy, options.iterations)
 
@@ -116,6 +128,7 @@ class CollectiveResult:
     per_rank_s: tuple[float, ...]
     flows: int  # transfers simulated (one flow each)
     rate_updates: int
+    symmetry: str = ""  # which simulation ran: symmetric (classes) or full, and why
 
     @property
     def algbw_Bps(self) -> float:
@@ -126,10 +139,17 @@ class CollectiveResult:
         return algbw_busbw(self.kind, self.nbytes, self.world_size, self.time_s)[1]
 
 
+def described(sim: Simulation) -> str:
+    """Which simulation ran (pkbsim.symmetry.Classes.describe)."""
+    decided = sim.decided or symmetry.full(sim.world_size, "symmetry not looked for")
+    return decided.describe()
+
+
 def simulate_collective(topo: Topology, kind: str, nbytes: float, world_size: int,
                         algorithm: str, mechanism: str, chunks: int = 1, *, root: int = 0,
                         pattern: str | None = "ring", comm_sms: int | None = None,
-                        start_latency: bool = True) -> CollectiveResult:
+                        start_latency: bool = True, symmetry: bool = True
+                        ) -> CollectiveResult:
     """Time one call of ``algorithm`` on ``mechanism`` over ranks 0..world_size-1 of ``topo``
     (placed node by node), all entering at once. Latencies are the mechanism's: its
     ``latency_us`` once per rank (unless ``start_latency`` is False), ``step_latency_us`` per
@@ -158,16 +178,17 @@ def simulate_collective(topo: Topology, kind: str, nbytes: float, world_size: in
     spec = CallSpec(alg, mech, kind, nbytes, ctx, chunks,
                     mech.latency_s if start_latency else 0.0, mech.step_latency_s, net,
                     held_sms(mech, comm_sms), kind)
-    sim, nodes = run_call(topo, world_size, spec, list(range(world_size)))
-    per_rank = tuple(n.end or 0.0 for n in nodes)
+    sim, nodes = run_call(topo, world_size, spec, list(range(world_size)),
+                          symmetry=symmetry)
+    per_rank = tuple(n.end or 0.0 if n else 0.0 for n in nodes)
     check_result(max(per_rank), f"one {kind} call of {format_bytes(nbytes)} per rank")
     return CollectiveResult(kind, algorithm, mechanism, world_size, nbytes, chunks,
                             max(per_rank), per_rank, sim.net.flows_started,
-                            sim.net.rate_updates)
+                            sim.net.rate_updates, described(sim))
 
 
-def simulate_nccl_call(topo: Topology, kind: str, nbytes: float, world_size: int
-                       ) -> CollectiveResult:
+def simulate_nccl_call(topo: Topology, kind: str, nbytes: float, world_size: int,
+                       symmetry: bool = True) -> CollectiveResult:
     """Time one torch.distributed call of ``kind`` with ``nbytes`` per rank as NCCL makes it
     (its tuner's algorithm, protocol, channels, chunks and latencies, built as nccl_reference
     builds a collective: pkbsim.sim.strategies.nccl_call) over ranks 0..world_size-1, all
@@ -185,14 +206,10 @@ def simulate_nccl_call(topo: Topology, kind: str, nbytes: float, world_size: int
     members = list(range(world_size))
     spec, choice = nccl_call(topo, fabric_for(topo), op, group_context(op, members, topo),
                              nbytes, world_size)
-    sim = Simulation(topo, world_size, SimOptions(iterations=1, hbm_contention=False))
-    run = sim.collective(spec, members)
-    launch_s = topo.latency.eager_kernel_us * US
-    nodes = [sim.node(r, "stream0", kind, 0, Collective(run, g), launch_s=launch_s)
-             for g, r in enumerate(members)]
-    sim.run()
-    per_rank = tuple(n.end or 0.0 for n in nodes)
+    sim, nodes = run_call(topo, world_size, replace(spec, label=kind), members,
+                          launch_s=topo.latency.eager_kernel_us * US, symmetry=symmetry)
+    per_rank = tuple(n.end or 0.0 if n else 0.0 for n in nodes)
     check_result(max(per_rank), f"one NCCL {kind} call of {format_bytes(nbytes)} per rank")
     return CollectiveResult(kind, choice.algorithm, choice.mechanism, world_size, nbytes,
                             choice.chunks, max(per_rank), per_rank, sim.net.flows_started,
-                            sim.net.rate_updates)
+                            sim.net.rate_updates, described(sim))

@@ -14,8 +14,9 @@ from typing import Any, Protocol
 
 import simpy
 
-from pkbsim.collectives.base import BATCH, RECV, SEND, WAITALL, Algorithm, Context, Prim
+from pkbsim.collectives.base import BATCH, RECV, SEND, WAITALL, Algorithm, Context, Prim, Shift
 from pkbsim.sim.network import Flow, Link, Network
+from pkbsim.symmetry import Classes
 from pkbsim.topology.schema import Mechanism, Topology
 
 
@@ -65,6 +66,20 @@ class CallSpec:
     flow_cap_Bps: float = float("inf")  # most one send may move per second (NCCL's LL cap)
 
 
+class CallImages:
+    """Where the members of one call that are not simulated stand: at their representative
+    (pkbsim.symmetry), in the run of the group that holds it. Over the whole world the
+    representative's tags are the algorithm's relabelling of the member's; over smaller groups,
+    which the steps map onto each other in order, the representative has the member's group
+    rank and its tags."""
+
+    def __init__(self, classes: Classes, world: bool) -> None:
+        self.classes = classes
+        self.world = world
+        self.where: dict[int, tuple[CollectiveRun, int]] = {}  # simulated rank -> its run
+        self.unready = 0  # simulated members not yet started
+
+
 class _Channel:
     __slots__ = ("it", "rank", "waiting")
 
@@ -77,10 +92,12 @@ class _Channel:
 class CollectiveRun:
     """One call across ``members`` (global ranks; group rank i is members[i])."""
 
-    def __init__(self, sim: CallHost, spec: CallSpec, members: list[int]) -> None:
+    def __init__(self, sim: CallHost, spec: CallSpec, members: list[int],
+                 images: CallImages | None = None) -> None:
         self.sim = sim
         self.spec = spec
         self.members = members
+        self.images = images
         n = len(members)
         self.finishers: list[Callable[[], None] | None] = [None] * n  # per rank, set on entry
         self.nodes: list[Any] = [None] * n  # each member's node (for the critical path)
@@ -89,8 +106,18 @@ class CollectiveRun:
         self._open = [0] * n
         self._arrived: set[Any] = set()
         self._waiters: dict[Any, list[_Channel]] = {}
-        self._parked: dict[int, list[tuple[_Channel, tuple[Any, ...]]]] = {}
+        self._parked: dict[int, list[tuple[CollectiveRun, _Channel, tuple[Any, ...]]]] = {}
         self._all_ready = False
+        # group rank -> (run, group rank, shift of its tags) where it is simulated
+        self._image: dict[int, tuple[CollectiveRun, int, Shift | None]] = {}
+        self._simulated: list[bool] | None = None
+        if images is not None:
+            classes = images.classes
+            self._simulated = [classes.rep(r) == r for r in members]
+            for g, r in enumerate(members):
+                if self._simulated[g]:
+                    images.where[r] = (self, g)
+                    images.unready += 1
         # copies queue for the issuing GPU's copy engines (gpu.copy_engines of the topology)
         self._copies = spec.mechanism.name == "copy_engine" and sim.topo.gpu.copy_engines > 0
         self._routes: dict[tuple[Any, ...], tuple[Any, float, tuple[Any, ...], Any]] = {}
@@ -110,13 +137,30 @@ class CollectiveRun:
     def _start(self, rank: int) -> None:
         spec = self.spec
         self.ready[rank] = True
+        if self.images is not None:
+            self.images.unready -= 1
         channels = spec.algorithm.channels(spec.kind, spec.ctx) if spec.ctx.n > 1 else 1
         self._open[rank] = channels
         for c in range(channels):
             it = spec.algorithm.program(spec.kind, spec.nbytes, spec.ctx, rank, spec.chunks, c)
             self._advance(_Channel(rank, iter(it)))
-        for parked in self._parked.pop(rank, []):
-            self._send(*parked)
+        for run, ch, send in self._parked.pop(rank, []):
+            run._send(ch, send)
+
+    def _where(self, rank: int) -> tuple[CollectiveRun, int, Shift | None]:
+        """The run and group rank that stand for group rank ``rank``, and the shift of its tags
+        (None: the same tags)."""
+        if self._simulated is None or self._simulated[rank]:
+            return self, rank, None
+        found = self._image.get(rank)
+        if found is None:
+            images = self.images
+            assert images is not None
+            member = self.members[rank]
+            run, g = images.where[images.classes.rep(member)]
+            shift = images.classes.to_rep(member) if images.world else None
+            found = self._image[rank] = (run, g, shift)
+        return found
 
     # ------------------------------------------------------------ programs
 
@@ -171,10 +215,12 @@ class CollectiveRun:
         srcs, dsts, nbytes, tag = send
         if not self._all_ready:
             for r in (*srcs, *dsts):
-                if not self.ready[r]:
-                    self._parked.setdefault(r, []).append((ch, send))
+                run, g, _ = self._where(r)
+                if not run.ready[g]:
+                    run._parked.setdefault(g, []).append((self, ch, send))
                     return
-            self._all_ready = all(self.ready)
+            self._all_ready = (all(self.ready) if self.images is None
+                               else self.images.unready == 0)
         route = self._routes.get((srcs, dsts, ch.rank))
         if route is None:
             members = self.members
@@ -191,6 +237,11 @@ class CollectiveRun:
 
     def _arrive(self, dsts: tuple[int, ...], tag: Any) -> None:
         for d in dsts:
+            if self._simulated is not None and not self._simulated[d]:
+                run, g, shift = self._where(d)
+                run._arrive((g,), tag if shift is None
+                            else self.spec.algorithm.relabel(tag, shift))
+                continue
             key = (tag, d)
             self._arrived.add(key)
             waiting = self._waiters.pop(key, None)

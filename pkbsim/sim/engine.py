@@ -18,11 +18,13 @@ from typing import Any
 
 import simpy
 
+from pkbsim import symmetry as sym
 from pkbsim.collectives.base import SWITCH
 from pkbsim.errors import InfeasibleError
 from pkbsim.placement import fabric_for, link_efficiency
-from pkbsim.sim.collective import CallSpec, CollectiveRun
+from pkbsim.sim.collective import CallImages, CallSpec, CollectiveRun
 from pkbsim.sim.network import Flow, FlowBudget, Link, Network
+from pkbsim.symmetry import Classes
 from pkbsim.topology.fabric import NIC, UPLINK_NET
 from pkbsim.topology.schema import Mechanism, Topology
 
@@ -134,15 +136,26 @@ class Collective(Work):
 
 
 def run_call(topo: Topology, world_size: int, spec: CallSpec, members: list[int],
-             budget: FlowBudget | None = None) -> tuple[Simulation, list[Node]]:
-    """One collective call alone on an idle machine, every member entering at time 0; its
-    transfers drawn on ``budget`` (the prediction it serves) where given."""
-    sim = Simulation(topo, world_size, SimOptions(iterations=1, hbm_contention=False), budget)
-    run = sim.collective(spec, members)
-    nodes = [sim.node(r, "stream0", spec.label, 0, Collective(run, g))
-             for g, r in enumerate(members)]
+             budget: FlowBudget | None = None, launch_s: float = 0.0,
+             symmetry: bool = True) -> tuple[Simulation, list[Node | None]]:
+    """One collective call alone on an idle machine, every member entering at time 0 (after
+    ``launch_s``); its transfers drawn on ``budget`` (the prediction it serves) where given.
+    One rank per class of equivalent ranks is simulated where the call allows it
+    (pkbsim.symmetry); the nodes of the others are their representatives'."""
+    classes = sym.start(topo, world_size, symmetry)
+    if classes.symmetric:
+        needs = sym.call_steps(classes, spec.algorithm, spec.kind, spec.ctx, [members])
+        if needs is not None:
+            classes = sym.restrict(classes, *needs)
+    sim = Simulation(topo, world_size, SimOptions(iterations=1, hbm_contention=False), budget,
+                     classes)
+    ranks = set(classes.ranks)
+    runs = sim.collective_call(spec, [members])
+    mine = {r: sim.node(r, "stream0", spec.label, 0, Collective(runs[0], g),
+                        launch_s=launch_s)
+            for g, r in enumerate(members) if r in ranks}
     sim.run()
-    return sim, nodes
+    return sim, [mine.get(classes.rep(r)) for r in members]
 
 
 def comm_sms(mech: Mechanism, requested: int | None) -> int:
@@ -157,15 +170,20 @@ class SimOptions:
     iterations: int = 3  # back to back, as PKB times them; steady state from the second on
     trace: bool = False  # keep every flow for the timeline
     hbm_contention: bool = True  # communication reads and writes HBM at both ends
+    symmetry: bool = True  # simulate one rank per class of equivalent ranks where possible
 
 
 class Simulation:
     """One run: ``world_size`` ranks of ``topo`` placed node by node."""
 
     def __init__(self, topo: Topology, world_size: int, options: SimOptions | None = None,
-                 budget: FlowBudget | None = None) -> None:
+                 budget: FlowBudget | None = None, classes: Classes | None = None) -> None:
         self.topo = topo
         self.world_size = world_size
+        # which ranks stand for which (pkbsim.symmetry): ``classes`` None when every rank
+        # is simulated; ``decided`` as found, with its reason
+        self.decided = classes
+        self.classes = classes if classes is not None and classes.symmetric else None
         self.options = options or SimOptions()
         self.env = simpy.Environment()
         self.net = Network(self.env, budget)
@@ -196,6 +214,18 @@ class Simulation:
     def collective(self, spec: CallSpec, members: list[int]) -> CollectiveRun:
         run = CollectiveRun(self, spec, members)
         return run
+
+    def collective_call(self, spec: CallSpec, groups: list[list[int]]) -> list[CollectiveRun]:
+        """One call in each of ``groups``: a run per group that holds a simulated rank (every
+        group on the full path), the others' members standing in for through the call's
+        images."""
+        classes = self.classes
+        if classes is None:
+            return [CollectiveRun(self, spec, m) for m in groups]
+        images = CallImages(classes, len(groups) == 1)
+        ranks = set(classes.ranks)
+        return [CollectiveRun(self, spec, m, images) for m in groups
+                if any(r in ranks for r in m)]
 
     # ------------------------------------------------------------ links
 
@@ -240,38 +270,58 @@ class Simulation:
              issuer: int, comm_sms: int
              ) -> tuple[list[tuple[Link, float]], bool, tuple[tuple[int, float], ...] | None]:
         """Links (with capacity per payload byte) a send crosses, whether it crosses a NIC, and
-        the HBM bytes per payload byte it moves on each GPU (None when HBM is not modelled)."""
+        the HBM bytes per payload byte it moves on each GPU (None when HBM is not modelled).
+        In a symmetric simulation each link is its representative's, weighted by the flows
+        the send stands for there (pkbsim.symmetry)."""
         key = (srcs, dsts, mech.name, issuer, comm_sms)
         found = self._uses.get(key)
         if found is not None:
             return found
+        wires, crosses = self._wires(srcs, dsts, mech, issuer, comm_sms)
+        hbm: dict[int, float] = {}
+        if self.options.hbm_contention:  # each source reads, each destination writes
+            for r in (*srcs, *dsts):
+                hbm[r] = hbm.get(r, 0.0) + 1.0
+        classes = self.classes
+        if classes is not None:
+            moved: list[tuple[str, str, float, float]] = []
+            for link_id, kind, capacity, w in wires:
+                rep_id, weight = classes.link(link_id)
+                moved.append((rep_id, kind, capacity, w * weight))
+            wires = moved
+            side: dict[int, float] = {}
+            for r, per_byte in hbm.items():
+                side[classes.rep(r)] = side.get(classes.rep(r), 0.0) + per_byte
+            hbm = side
+        merged: dict[str, tuple[Link, float]] = {}
+        for link_id, kind, capacity, w in wires:
+            merged[link_id] = ((merged[link_id][0], merged[link_id][1] + w) if link_id in merged
+                               else (self.net.link(link_id, kind, capacity), w))
+        found = self._uses[key] = (list(merged.values()), crosses, tuple(hbm.items()) or None)
+        return found
+
+    def _wires(self, srcs: tuple[int, ...], dsts: tuple[int, ...], mech: Mechanism,
+               issuer: int, comm_sms: int) -> tuple[list[tuple[str, str, float, float]], bool]:
+        """(link id, kind, capacity, capacity per payload byte) of each link a send crosses,
+        and whether it crosses a NIC."""
         fabric, topo = self.fabric, self.topo
         if len(srcs) == 1 and len(dsts) == 1:
             ids = list(fabric.route(srcs[0], dsts[0]))
         else:  # through the switch: each source's port out, each destination's port in
             ids = [fabric.route(s, SWITCH)[0] for s in srcs]
             ids += [fabric.route(SWITCH, d)[0] for d in dsts]
-        uses: list[tuple[Link, float]] = []
+        wires: list[tuple[str, str, float, float]] = []
         crosses = False
         for link_id in ids:
             wire = fabric.link(link_id)
             crosses = crosses or wire.kind in (NIC, UPLINK_NET)
             eff = link_efficiency(topo, mech, wire.kind)
-            uses.append((self.net.link(link_id, wire.kind, wire.line_Bps), 1.0 / eff))
+            wires.append((link_id, wire.kind, wire.line_Bps, 1.0 / eff))
         if mech.traits.uses_sms and 0 < comm_sms < mech.sms_to_saturate:
             rate = topo.peer_line_rate_GBps * 1e9 * mech.efficiency * comm_sms \
                 / mech.sms_to_saturate
-            uses.append((self.net.link(f"gpu{issuer}.comm_sms", "sm_issue", rate), 1.0))
-        merged: dict[str, tuple[Link, float]] = {}
-        for link, w in uses:
-            merged[link.id] = (link, merged[link.id][1] + w if link.id in merged else w)
-        hbm: dict[int, float] = {}
-        if self.options.hbm_contention:  # each source reads, each destination writes
-            for r in (*srcs, *dsts):
-                hbm[r] = hbm.get(r, 0.0) + 1.0
-        found = self._uses[key] = (list(merged.values()), crosses,
-                                   tuple(hbm.items()) or None)
-        return found
+            wires.append((f"gpu{issuer}.comm_sms", "sm_issue", rate, 1.0))
+        return wires, crosses
 
     def _comm_hbm(self, flow: Flow, old: float, new: float) -> None:
         """Communication has first call on HBM (NVLink moves far less than HBM can): compute

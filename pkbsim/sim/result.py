@@ -97,6 +97,11 @@ class SimResult:
     rate_updates: int = 0
     topology_overrides: dict[str, object] = field(default_factory=dict, hash=False)
     tried: dict[int, float] = field(default_factory=dict, hash=False)  # pieces -> predicted
+    # which simulation ran (pkbsim.symmetry): "symmetric: R of W ranks simulated, ..." or
+    # "full: W ranks simulated (why)"; with symmetry, ``nodes``, ``flows`` and the critical
+    # path hold the simulated ranks only, ``per_rank_us``, ``links`` and ``sm_utilization``
+    # every rank and link
+    symmetry: str = ""
 
     @property
     def critical_shares(self) -> dict[str, float]:
@@ -149,14 +154,30 @@ def summarize(sim: Simulation, builder: Builder, inst: TaskInstance, strategy: S
         ops=_op_timings(sim, builder, inst, last, slowest, begun),
         links=_links(sim, makespan), sm_utilization=_sm_use(sim, makespan),
         critical_path=path,
-        nodes=tuple(NodeRecord(n.rank, n.track, n.name, n.iteration, _us(n.ready),
-                               _us(n.start), _us(n.end),
-                               n.work.kind if n.work is not None else "marker")
-                    for n in sim.nodes),
+        nodes=_records(sim),
         flows=tuple(FlowRecord(_us(a), _us(b), str(tag[0]), tuple(tag[1]), tuple(tag[2]), nb)
                     for a, b, tag, nb in sim.flows),
         flows_started=sim.net.flows_started, rate_updates=sim.net.rate_updates,
+        symmetry=builder.classes.describe(),
     )
+
+
+EXPANDED_RECORDS = 200_000  # a symmetric simulation's node records are given to every rank
+# up to this many; past it only the simulated ranks' are kept (``SimResult.symmetry`` says so)
+
+
+def _records(sim: Simulation) -> tuple[NodeRecord, ...]:
+    """Every node's record; in a symmetric simulation each representative's for every rank it
+    stands for (same times), where that makes at most EXPANDED_RECORDS."""
+    classes = sim.classes
+    expand = classes is not None and len(sim.nodes) * classes.class_size <= EXPANDED_RECORDS
+    out = []
+    for n in sim.nodes:
+        times = (_us(n.ready), _us(n.start), _us(n.end),
+                 n.work.kind if n.work is not None else "marker")
+        ranks = classes.members(n.rank) if expand and classes is not None else (n.rank,)
+        out += [NodeRecord(r, n.track, n.name, n.iteration, *times) for r in ranks]
+    return tuple(out)
 
 
 def _op_timings(sim: Simulation, builder: Builder, inst: TaskInstance, last: int,
@@ -207,20 +228,22 @@ def _union(intervals: list[tuple[float, float]]) -> float:
 
 
 def _links(sim: Simulation, makespan: float) -> tuple[LinkUse, ...]:
+    """Every data link's use; a representative link's for each link it stands for."""
     out = []
     for link in sim.net.links.values():
         if link.kind not in DATA_LINK_KINDS or makespan <= 0:
             continue
-        out.append(LinkUse(link.id, link.kind,
-                           round(link.wire_bytes / (link.capacity * makespan), 9),
-                           round(link.wire_bytes, 3)))
+        use = round(link.wire_bytes / (link.capacity * makespan), 9)
+        ids = [link.id] if sim.classes is None else sim.classes.link_members(link.id)
+        out += [LinkUse(i, link.kind, use, round(link.wire_bytes, 3)) for i in ids]
     return tuple(sorted(out, key=lambda u: (-u.utilization, u.id)))
 
 
 def _sm_use(sim: Simulation, makespan: float) -> tuple[float, ...]:
     sms = sim.topo.gpu.sm_count
     out = []
-    for r in range(sim.world_size):
+    rep = sim.classes.rep if sim.classes is not None else (lambda r: r)
+    for r in map(rep, range(sim.world_size)):
         link = sim.net.links.get(f"gpu{r}.sm")
         compute = link.wire_bytes if link else 0.0
         busy = compute + sim.comm_sm_seconds[r]

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pkbsim import symmetry as sym
 from pkbsim.bounds import check_int, parse_number, show
 from pkbsim.collectives import ALGORITHMS
 from pkbsim.collectives.base import Context
@@ -145,13 +146,16 @@ class Builder:
     """Builds the node graph of ``iterations`` back-to-back iterations of one task."""
 
     def __init__(self, sim: Simulation, inst: TaskInstance, strategy: Strategy,
-                 pieces: int = 1) -> None:
+                 pieces: int = 1, classes: sym.Classes | None = None) -> None:
         self.sim = sim
         self.inst = inst
         self.topo = sim.topo
         self.strategy = strategy
         self.pieces = pieces
         self.w = inst.world_size
+        # the ranks simulated: one per class of equivalent ranks (pkbsim.symmetry)
+        self.classes = classes or sym.full(self.w, "symmetry turned off")
+        self.ranks = self.classes.ranks
         self.choices: dict[str, CommChoice] = {}
         self.ends: list[list[Node]] = []  # [iteration][rank] end markers
         self._groups: dict[str, list[list[int]]] = {}
@@ -280,12 +284,18 @@ class Builder:
                          it: int, launch_s: float) -> dict[int, Node]:
         """One call of ``op`` in every group: one node per rank."""
         spec = self.spec(op, rep, nbytes)
+        classes = self.classes
+        if classes.symmetric:
+            needs = sym.call_steps(classes, spec.algorithm, spec.kind, spec.ctx,
+                                   self.groups(op))
+            if needs is not None:
+                raise sym.Asymmetric(*needs[:2], f"op {op.id}: {needs[2]}")
         out: dict[int, Node] = {}
-        for members in self.groups(op):
-            run = self.sim.collective(spec, members)
-            for g, r in enumerate(members):
-                out[r] = self.sim.node(r, "stream0", op.id, it, Collective(run, g),
-                                       deps[r], launch_s)
+        for run in self.sim.collective_call(spec, self.groups(op)):
+            for g, r in enumerate(run.members):
+                if r in deps:
+                    out[r] = self.sim.node(r, "stream0", op.id, it, Collective(run, g),
+                                           deps[r], launch_s)
         return out
 
     def one_rank_nodes(self, op: CommOp, nbytes: float, deps: Mapping[int, list[Node | None]],
@@ -296,7 +306,7 @@ class Builder:
             return {}
         launch = self.topo.latency.eager_kernel_us * US
         return {r: self.sim.node(r, "stream0", op.id, it, Compute(0.0, 2 * nbytes), deps[r],
-                                 launch) for r in range(self.w)}
+                                 launch) for r in self.ranks}
 
     # ------------------------------------------------------------ strategies
 
@@ -306,7 +316,7 @@ class Builder:
         if self.strategy.name == "nccl_reference" and self.strategy.program is not None:
             per_rank += 1 + sum(seg.times * (6 if seg.end == "collective" else 5)
                             for seg in self.strategy.program.program.segments)
-            return iterations * self.w * per_rank
+            return iterations * len(self.ranks) * per_rank
         for op in self.inst.ops:
             if self.strategy.name == "nccl_reference":
                 if isinstance(op, CommOp):
@@ -317,7 +327,7 @@ class Builder:
                 per_rank += self._count(op) * self.pieces_of(op)
         if self.strategy.name != "nccl_reference":
             per_rank += 3  # the fused kernel's launch, start and end
-        return iterations * self.w * per_rank
+        return iterations * len(self.ranks) * per_rank
 
     def build(self, iterations: int) -> None:
         SIM_NODES.check(self.nodes_needed(iterations), f"simulating task {self.inst.spec.key} "
@@ -331,8 +341,9 @@ class Builder:
                 self._reference_iteration(it, host_prev, gpu_prev)
             else:
                 self._custom_iteration(it, host_prev, gpu_prev)
-            ends = [self.sim.node(r, "stream0", "iteration_end", it, None,
-                                  [host_prev[r], gpu_prev[r]]) for r in range(self.w)]
+            mine = {r: self.sim.node(r, "stream0", "iteration_end", it, None,
+                                     [host_prev[r], gpu_prev[r]]) for r in self.ranks}
+            ends = [mine[self.classes.rep(r)] for r in range(self.w)]  # images: their rep's
             self.ends.append(ends)
             gpu_prev[:] = ends
 
@@ -347,13 +358,13 @@ class Builder:
                 for rep in range(op.repeat):
                     issued = {r: sim.node(r, "host", op.id, it,
                                           Delay(self.host_call_s(), "collective_call"),
-                                          [host[r]]) for r in range(self.w)}
+                                          [host[r]]) for r in self.ranks}
                     deps: dict[int, list[Node | None]] = {r: [issued[r], gpu[r]]
-                                                          for r in range(self.w)}
+                                                          for r in self.ranks}
                     nbytes = op.bytes_per_rank * op.imbalance
                     nodes = (self.one_rank_nodes(op, nbytes, deps, it) if op.group_size == 1
                              else self.collective_nodes(op, rep, nbytes, deps, it, launch))
-                    for r in range(self.w):
+                    for r in self.ranks:
                         host[r], gpu[r] = issued[r], nodes.get(r, gpu[r])
                         self._host_syncs(op.host_syncs, op.id, r, it, host, gpu)
                 continue
@@ -361,7 +372,7 @@ class Builder:
                 continue
             cb = bound_compute_op(op, self.topo)  # all repeats, busiest rank
             kernels = max(op.repeat * op.launches, 1)
-            for r in range(self.w):
+            for r in self.ranks:
                 if not op.runs_on(r):
                     continue
                 first = sim.node(r, "host", op.id, it, Delay(self.host_kernel_s()), [host[r]])
@@ -386,7 +397,7 @@ class Builder:
         sim, lat, topo = self.sim, self.topo.latency, self.topo
         launch = lat.eager_kernel_us * US
         if lat.host_call_us > 0:  # the call itself: Python, the caller's timing loop
-            for r in range(self.w):
+            for r in self.ranks:
                 host[r] = sim.node(r, "host", "call", it, Delay(lat.host_call_us * US), [host[r]])
         for index, seg in enumerate(self.strategy.program.program.segments):
             name = f"seg{index}"
@@ -395,7 +406,7 @@ class Builder:
             kernels = seg.kernel_count
             ops = max(1.0, sum(n for _, n in seg.host))
             for _ in range(seg.times):
-                for r in range(self.w):
+                for r in self.ranks:
                     if kernels:
                         first = sim.node(r, "host", name, it, Delay(t_host / ops), [host[r]])
                         work = sim.node(r, "stream0", name, it, Compute(t_dev, nbytes),
@@ -407,7 +418,7 @@ class Builder:
                     elif t_host > 0:
                         host[r] = sim.node(r, "host", name, it, Delay(t_host), [host[r]])
                 if seg.end == "sync":
-                    for r in range(self.w):
+                    for r in self.ranks:
                         self._host_syncs(1, name, r, it, host, gpu)
                 elif seg.end == "collective" and seg.collective is not None:
                     self._traced_collective(seg, name, it, host, gpu)
@@ -419,17 +430,17 @@ class Builder:
         lat = self.topo.latency
         issued = {r: self.sim.node(r, "host", name, it,
                                    Delay(lat.host_collective_us * US, "collective_call"),
-                                   [host[r]]) for r in range(self.w)}
+                                   [host[r]]) for r in self.ranks}
         op = self._comm_op(coll, name)
         if op is None:  # a kind NCCL does not run as one call: the host cost only
-            for r in range(self.w):
+            for r in self.ranks:
                 host[r] = issued[r]
             return
-        deps: dict[int, list[Node | None]] = {r: [issued[r], gpu[r]] for r in range(self.w)}
+        deps: dict[int, list[Node | None]] = {r: [issued[r], gpu[r]] for r in self.ranks}
         nodes = (self.one_rank_nodes(op, op.bytes_per_rank, deps, it) if op.group_size == 1
                  else self.collective_nodes(op, 0, op.bytes_per_rank, deps, it,
                                             lat.eager_kernel_us * US))
-        for r in range(self.w):
+        for r in self.ranks:
             host[r] = issued[r]
             gpu[r] = nodes.get(r, gpu[r])
 
@@ -463,23 +474,23 @@ class Builder:
                    for op in self.inst.ops):
             return  # nothing to do (every op skipped, or calls in groups of one rank): no launch
         kernel = {}
-        for r in range(self.w):
+        for r in self.ranks:
             host[r] = sim.node(r, "host", "fused_kernel", it, Delay(self.host_kernel_s()),
                                [host[r]])
             kernel[r] = sim.node(r, "stream0", "fused_kernel", it, None, [host[r], gpu[r]],
                                  (lat.eager_kernel_us + lat.kernel_ramp_us) * US)
         pieces_done: dict[str, list[dict[int, list[Node]]]] = {}
-        leaves: dict[int, list[Node]] = {r: [] for r in range(self.w)}
+        leaves: dict[int, list[Node]] = {r: [] for r in self.ranks}
         for op in self.inst.ops:
             count = self._count(op)
             k = self.pieces_of(op)
             instances: list[dict[int, list[Node]]] = []
             for i in range(count):
-                per_rank: dict[int, list[Node]] = {r: [] for r in range(self.w)}
+                per_rank: dict[int, list[Node]] = {r: [] for r in self.ranks}
                 for j in range(k):
                     deps = {r: self._custom_deps(op, i, j, k, r, kernel[r], per_rank[r],
                                                  instances, pieces_done)
-                            for r in range(self.w)}
+                            for r in self.ranks}
                     if isinstance(op, CommOp):
                         nodes = self.collective_nodes(op, i, op.bytes_per_rank * op.imbalance / k,
                                                       deps, it, 0.0)
@@ -494,7 +505,7 @@ class Builder:
                 for r, chain in inst.items():
                     if chain:
                         leaves[r].append(chain[-1])
-        for r in range(self.w):
+        for r in self.ranks:
             gpu[r] = sim.node(r, "stream0", "fused_kernel_end", it, None,
                               [kernel[r], *leaves[r]])
 
@@ -532,7 +543,7 @@ class Builder:
         cb = bound_compute_op(op, self.topo)
         share = 1.0 / (count * k)
         out = {}
-        for r in range(self.w):
+        for r in self.ranks:
             if op.runs_on(r):
                 out[r] = self.sim.node(r, "stream0", op.id, it,
                                        Compute(cb.t_comp_s * share,

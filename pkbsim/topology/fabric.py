@@ -43,6 +43,14 @@ class Fabric:
     def link(self, link_id: str) -> Link:
         return self._links[link_id]
 
+    def like(self, link_id: str, model: str) -> str:
+        """Register ``link_id`` as a link of the same kind and rate as ``model`` (a link of
+        another GPU or node standing in for it by symmetry: pkbsim.symmetry)."""
+        if link_id not in self._links:
+            found = self._links[model]
+            self._links[link_id] = Link(link_id, found.kind, found.line_Bps)
+        return link_id
+
     def _add(self, link_id: str, kind: str, gbps: float) -> str:
         if link_id not in self._links:
             self._links[link_id] = Link(link_id, kind, gbps * GB)
