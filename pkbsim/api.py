@@ -529,12 +529,13 @@ def simulate(task: PathArg | int | None = None, *, collective: str | None = None
              trace: bool = False, reference_model: str = "auto",
              trace_file: PathArg | None = None,
              host_model: str | None = None, trace_on_demand: bool = True,
-             pkb_root: PathArg | None = None
+             pkb_root: PathArg | None = None, symmetry: bool = True
              ) -> SimulationReport | SweepReport:
     """A task under a strategy: ``pkbsim simulate --task TASK`` (a :class:`SimulationReport`);
     ``trace_file``: a trace from :func:`record_trace` the reference runs (``--trace-file``;
     alone, the task is made from it); ``trace``: keep the timeline for ``chrome_trace()`` and
-    ``gantt()``; ``trace_on_demand``, ``pkb_root``: as :func:`analyze`.
+    ``gantt()``; ``trace_on_demand``, ``pkb_root``: as :func:`analyze`; ``symmetry`` False:
+    simulate every rank, not one per class of equivalent ranks (``--no-symmetry``).
 
     Or one collective call alone (``collective="all_reduce"``, ``size``: bytes per rank, a
     number or ``"1MiB"``): its simulated times and nccl-tests' bandwidths as a one-point
@@ -550,6 +551,7 @@ def simulate(task: PathArg | int | None = None, *, collective: str | None = None
     keep, trace_path = _flag(trace, "trace"), _opt_file(trace_file, "trace_file")
     host, demand = _opt_text(host_model, "host_model"), _flag(trace_on_demand, "trace_on_demand")
     root, chosen_preset = _opt_file(pkb_root, "pkb_root"), _text(preset, "preset")
+    every_rank = not _flag(symmetry, "symmetry")
     if kind is not None:
         if name is not None or trace_path is not None:
             raise UsageError("give a task (or trace_file) or a collective, not both")
@@ -557,7 +559,8 @@ def simulate(task: PathArg | int | None = None, *, collective: str | None = None
             raise UsageError("a collective needs size= (bytes per rank, e.g. '1MiB')")
         for arg, used in (("strategy", strategy_name != "nccl_reference"),
                           ("overrides", bool(changes)), ("trace", keep),
-                          ("iterations", iterations != 3), ("reference_model", model != "auto")):
+                          ("iterations", iterations != 3), ("reference_model", model != "auto"),
+                          ("symmetry", every_rank)):
             if used:
                 raise UsageError(f"{arg}= works with a task; a collective runs both "
                                  "strategies (vary algorithm, mechanism, ... with sweep())")
@@ -573,7 +576,7 @@ def simulate(task: PathArg | int | None = None, *, collective: str | None = None
                             {k: str(v) for k, v in changes.items()}, int(iterations),
                             trace=keep, reference_model=model,
                             trace_file=str(trace_path) if trace_path is not None else None,
-                            on_demand=on_demand(demand, root))
+                            on_demand=on_demand(demand, root), symmetry=not every_rank)
     return SimulationReport(result, roofline(result.instance, result.topology))
 
 

@@ -56,6 +56,9 @@ def simulate(
     out: Out = None,
     trace_on_demand: TraceOnDemand = True,
     pkb_root: PkbRoot = None,
+    symmetry: Annotated[bool, typer.Option(
+        help="Simulate one rank per class of equivalent ranks where the task allows it "
+             "(docs/simulation.md); --no-symmetry simulates every rank.")] = True,
 ) -> None:
     """Predicted time of one task under a strategy: per-op breakdown, link and SM utilisation,
     critical path; optionally a trace and a Gantt chart."""
@@ -71,7 +74,8 @@ def simulate(
                           overrides=parse_sets(override or [], "--override"),
                           iterations=iterations, trace=trace is not None or gantt is not None,
                           reference_model=reference_model, trace_file=trace_file,
-                          trace_on_demand=trace_on_demand, pkb_root=pkb_root)
+                          trace_on_demand=trace_on_demand, pkb_root=pkb_root,
+                          symmetry=symmetry)
     assert isinstance(report, api.SimulationReport)
     write_output(report.to_json() if fmt is Format.json else report.to_text(), out)
     if trace is not None:

@@ -74,10 +74,10 @@ def sim_table(result: SimResult, roof: Roofline) -> str:
         f"{result.slowest_rank}; steady state of {result.iterations} back-to-back iterations)",
         f"Roofline t_roof {_num(t_roof)} us ({roof.binding}): predicted / t_roof = "
         + (f"{result.predicted_us / t_roof:.1f}x" if t_roof > 0 else "-"),
-        f"Simulation: {result.symmetry} (docs/simulation.md)",
         f"Critical path bound by: {result.bound_by} ("
         + ", ".join(f"{k} {_num(v)} us" for k, v in sorted(result.critical_shares.items()))
         + ")",
+        f"Simulation: {result.symmetry} (docs/simulation.md)",
         "",
     ]
     ops = Table(title="Per op (the measured iteration; times in us)", title_justify="left",

@@ -83,11 +83,12 @@ def run_simulation(task: str | None, strategy: str = "nccl_reference",
                    preset: str = "pkb", sets: Mapping[str, str] | None = None,
                    overrides: Mapping[str, str] | None = None, iterations: int = 3,
                    trace: bool = False, reference_model: str = "auto",
-                   trace_file: str | None = None, on_demand: OnDemand | None = None
-                   ) -> SimResult:
+                   trace_file: str | None = None, on_demand: OnDemand | None = None,
+                   symmetry: bool = True) -> SimResult:
     """``trace_file`` (from ``pkbsim trace``): the reference runs that program; without a
     ``task`` the task itself is made from the trace (pkbsim.trace.synthetic). ``on_demand``:
-    trace the reference at this instance where no shipped point is it."""
+    trace the reference at this instance where no shipped point is it. ``symmetry`` False:
+    simulate every rank (pkbsim.symmetry)."""
     check_option(iterations, "iterations", "--iterations")
     if reference_model not in REFERENCE_MODELS:
         raise UsageError(f"--reference-model {reference_model!r}: expected one of "
@@ -126,5 +127,6 @@ def run_simulation(task: str | None, strategy: str = "nccl_reference",
                 chosen_here, inst):
             chosen_here = None  # the task file's ops (simulate's auto choice)
         strat = replace(strat, program=chosen_here)
-    result = simulate(inst, topo, strat, SimOptions(iterations=iterations, trace=trace))
+    result = simulate(inst, topo, strat, SimOptions(iterations=iterations, trace=trace,
+                                                    symmetry=symmetry))
     return replace(result, topology_overrides=dict(topo_sets))
