@@ -20,7 +20,7 @@ def _range_rows(quantities: Sequence[Quantity]) -> list[list[str]]:
 
 
 def _limit_rows(limits: Sequence[Limit]) -> list[list[str]]:
-    return [[lim.name, f"{lim.default:,}", f"{lim.value:,}", lim.env, lim.what]
+    return [[lim.name, lim.described or f"{lim.default:,}", f"{lim.value:,}", lim.env, lim.what]
             for lim in limits]
 
 

@@ -30,6 +30,7 @@ import simpy
 
 from pkbsim.errors import InfeasibleError
 from pkbsim.limits import SIM_FLOWS
+from pkbsim.sim.memory import WATCH_FLOWS, watch
 
 _EPS = 1e-12
 _TOL = 1 + 1e-9  # levels this close freeze together (as one level, the lower)
@@ -100,6 +101,14 @@ class FlowBudget:
     def __init__(self) -> None:
         self.limit = SIM_FLOWS.value
         self.started = 0
+        self.next = min(self.limit, WATCH_FLOWS)  # the next count to stop at and look
+
+    def over(self) -> None:
+        """Past ``next``: refuse past SIM_FLOWS; else read the memory (SIM_MEMORY)."""
+        if self.started > self.limit:
+            raise SIM_FLOWS.exceeded(self.started, "transfers", InfeasibleError)
+        watch()
+        self.next = min(self.limit, self.started + WATCH_FLOWS)
 
 
 class Network:
@@ -152,8 +161,8 @@ class Network:
         self.flows_started += 1
         budget = self.budget
         budget.started += 1
-        if budget.started > budget.limit:
-            raise SIM_FLOWS.exceeded(budget.started, "transfers", InfeasibleError)
+        if budget.started > budget.next:  # SIM_FLOWS, or time to look at the memory
+            budget.over()
         if nbytes <= 0 or not uses:
             self.call_later(0.0, on_done, flow)
             return flow

@@ -27,7 +27,7 @@ from pkbsim.errors import InfeasibleError, UsageError
 from pkbsim.limits import SIM_CALLS, SIM_NODES
 from pkbsim.placement import fits, group_context, group_members
 from pkbsim.roofline import bound_comm_op, bound_compute_op
-from pkbsim.sim import nccl
+from pkbsim.sim import memory, nccl
 from pkbsim.sim.collective import CallSpec
 from pkbsim.sim.engine import (
     Collective,
@@ -332,6 +332,7 @@ class Builder:
     def build(self, iterations: int) -> None:
         SIM_NODES.check(self.nodes_needed(iterations), f"simulating task {self.inst.spec.key} "
                         f"at W = {self.w}", InfeasibleError)
+        memory.check(self, iterations)  # SIM_MEMORY: the estimated peak, before building
         host_prev: list[Node | None] = [None] * self.w
         gpu_prev: list[Node | None] = [None] * self.w
         for it in range(iterations):
