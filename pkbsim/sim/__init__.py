@@ -11,6 +11,7 @@ from pkbsim.collectives.base import Context
 from pkbsim.errors import InfeasibleError, UsageError
 from pkbsim.placement import fabric_for, fits, group_context
 from pkbsim.roofline import check_world_size
+from pkbsim.sim import memory
 from pkbsim.sim.collective import CallSpec
 from pkbsim.sim.engine import SimOptions, Simulation, run_call
 from pkbsim.sim.engine import comm_sms as held_sms
@@ -105,6 +106,10 @@ def _run(inst: TaskInstance, topo: Topology, strategy: Strategy, options: SimOpt
         sim = Simulation(topo, inst.world_size, options, budget, classes)
         builder = Builder(sim, inst, strategy, pieces, classes)
         try:
+            # SIM_MEMORY: the estimated peak of the ranks simulated, refused before building
+            memory.check(builder, options.iterations,
+                         classes.ranks if classes.symmetric else None,
+                         builder.nodes_needed(options.iterations))
             builder.build(options.iterations)
         except symmetry.Asymmetric as why:
             classes = symmetry.restrict(classes, why.node_step, why.local_step, why.why)

@@ -23,7 +23,8 @@ call, cheap; ``custom_best``: the most expensive of the candidates it will try) 
 call's program, run through without simulating on a sample of ranks (every rank where that is
 cheap: at most :data:`SAMPLE_PRIMS` sends and :data:`SAMPLE_RANK_WORK` / n ranks), so the
 count of a call of W ranks costs about as much as a few of its ranks' programs. Where the
-estimate is wrong, :func:`watch` (called by the flow budget every :data:`WATCH_FLOWS` transfers)
+estimate is wrong, ``pkbsim.sim.resident.watch`` (called by the flow budget every
+``WATCH_FLOWS`` transfers)
 stops the simulation once the process's resident memory passes the limit, before the kernel's
 out-of-memory killer would end it without a word.
 """
@@ -31,23 +32,20 @@ out-of-memory killer would end it without a word.
 from __future__ import annotations
 
 import gc
-import os
-import resource
 import sys
-from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from pkbsim.errors import InfeasibleError
 from pkbsim.limits import SIM_MEMORY
+from pkbsim.sim import resident
+from pkbsim.sim.resident import MIB
 
 if TYPE_CHECKING:
     from pkbsim.sim.collective import CallSpec
     from pkbsim.sim.strategies import Builder
-    from pkbsim.task.schema import CommOp
 
-MIB = 2**20
-WATCH_FLOWS = 65_536  # transfers between two reads of the resident size
 SAMPLE_PRIMS = 50_000  # sends counted per distinct call at most (then ranks are sampled)
 # ranks x members counted per distinct call at most (making a rank's program can cost O(n))
 SAMPLE_RANK_WORK = 2**19
@@ -224,51 +222,6 @@ def _call_counts(spec: CallSpec) -> _CallCounts:
 
 # ---------------------------------------------------------------- the calls of a simulation
 
-def _custom_candidates(builder: Builder, op: CommOp, nbytes: float, early: bool
-                       ) -> list[CallSpec]:
-    """The calls custom_best may choose for ``op`` (it simulates them alone to choose: the
-    SHORTLIST best alpha-beta candidates, and NCCL's call), without simulating any; ``early``:
-    every algorithm that can carry it, without ranking them (the roofline's ranking costs
-    O(W^2) routes at large W)."""
-    from pkbsim.collectives import ALGORITHMS
-    from pkbsim.placement import fits, group_context
-    from pkbsim.roofline import bound_comm_op
-    from pkbsim.sim.collective import CallSpec
-    from pkbsim.sim.engine import comm_sms
-    from pkbsim.sim.strategies import CUSTOM_CHUNK_BYTES, SHORTLIST, OpOverride
-    from pkbsim.units import US
-
-    topo = builder.topo
-    ctx = group_context(op, builder.groups(op)[0], topo)
-    ov = builder.strategy.overrides.get(op.id, OpOverride())
-    net = topo.scale_out.latency_us * US if topo.scale_out else 0.0
-    if early:
-        specs = []
-        for alg in ALGORITHMS.values():
-            mechs = [m for m in topo.mechanisms.values() if fits(alg, m, op.kind)
-                     and ov.mechanism in (None, m.name)]
-            if alg.applies(op.kind, ctx) and mechs and ov.algorithm in (None, alg.name):
-                chunks = ov.chunks or alg.pipeline_chunks(op.kind, nbytes, ctx.n,
-                                                          CUSTOM_CHUNK_BYTES)
-                specs.append(CallSpec(alg, mechs[0], op.kind, nbytes, ctx, chunks, 0.0, 0.0,
-                                      net, comm_sms(mechs[0], ov.sms), op.id))
-        return specs
-    bound = bound_comm_op(replace(op, bytes_per_rank=nbytes, repeat=1, imbalance=1.0),
-                          builder.inst, builder.sim.fabric)
-    cands = [c for c in bound.candidates
-             if (ov.mechanism is None or c.mechanism == ov.mechanism)
-             and (ov.algorithm is None or c.algorithm == ov.algorithm)]
-    specs = []
-    for cand in sorted(cands, key=lambda c: (c.t_total_s, c.t_bw_s))[:SHORTLIST]:
-        mech, alg = topo.mechanisms[cand.mechanism], ALGORITHMS[cand.algorithm]
-        chunks = ov.chunks or alg.pipeline_chunks(op.kind, nbytes, ctx.n, CUSTOM_CHUNK_BYTES)
-        specs.append(CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, 0.0, 0.0, net,
-                              comm_sms(mech, ov.sms), op.id))
-    if ctx.n > 1 and not any(vars(ov).values()):
-        specs.append(builder._nccl_call(op, ctx, nbytes, ov)[0])
-    return specs
-
-
 @dataclass
 class _Call:
     counts: _CallCounts
@@ -315,7 +268,7 @@ def _calls(builder: Builder, early: bool = False) -> list[_Call]:
         for index, seg in enumerate(strategy.program.program.segments):
             if seg.end != "collective" or seg.collective is None:
                 continue
-            op = builder._comm_op(seg.collective, f"seg{index}")
+            op = builder.comm_op(seg.collective, f"seg{index}")
             if op is None or op.group_size == 1:
                 continue
             spec = builder.spec(op, 0, op.bytes_per_rank)
@@ -329,8 +282,7 @@ def _calls(builder: Builder, early: bool = False) -> list[_Call]:
             out.append(_Call(_costliest([spec], cache), builder.groups(op), op.repeat, 1.0))
         else:
             k = builder.pieces_of(op)
-            specs = _custom_candidates(builder, op, op.bytes_per_rank * op.imbalance / k,
-                                       early)
+            specs = builder.candidate_calls(op, op.bytes_per_rank * op.imbalance / k, early)
             if not specs:
                 continue
             # instances of an op not chained may all run at once (pieces run in order)
@@ -383,20 +335,6 @@ def estimate(builder: Builder, iterations: int, ranks: Collection[int] | None = 
 
 # ---------------------------------------------------------------- the limit
 
-def resident_bytes() -> int:
-    """The process's resident memory now (its peak where /proc cannot be read)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return peak if sys.platform == "darwin" else peak * 1024
-
-
-# the reader the guard uses (tests replace it)
-read_resident: Callable[[], int] = resident_bytes
-
-
 def check(builder: Builder, iterations: int, ranks: Collection[int] | None = None,
           nodes: float | None = None) -> None:
     """Refuse, before building, a simulation whose estimated peak (on top of what the process
@@ -405,18 +343,8 @@ def check(builder: Builder, iterations: int, ranks: Collection[int] | None = Non
     custom = builder.strategy.name != "nccl_reference"
     for early in (True, False) if custom else (False,):
         need = estimate(builder, iterations, ranks, nodes, early)
-        if (read_resident() + need) / MIB > SIM_MEMORY.value:
+        if (resident.read_resident() + need) / MIB > SIM_MEMORY.value:
             gc.collect()  # an earlier simulation's nodes (cycles) may still be held: free them
-            SIM_MEMORY.check((read_resident() + need) / MIB, f"simulating task "
+            SIM_MEMORY.check((resident.read_resident() + need) / MIB, f"simulating task "
                              f"{builder.inst.spec.key} at W = {builder.w} (estimated peak "
                              "memory, MiB)", InfeasibleError)
-
-
-def watch() -> None:
-    """During a simulation: stop it once the process's resident memory passes SIM_MEMORY."""
-    if read_resident() / MIB <= SIM_MEMORY.value:
-        return
-    gc.collect()  # garbage of an earlier simulation, if any
-    mib = read_resident() / MIB
-    if mib > SIM_MEMORY.value:
-        raise SIM_MEMORY.exceeded(mib, "simulation (resident memory, MiB)", InfeasibleError)

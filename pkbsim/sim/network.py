@@ -30,7 +30,7 @@ import simpy
 
 from pkbsim.errors import InfeasibleError
 from pkbsim.limits import SIM_FLOWS
-from pkbsim.sim.memory import WATCH_FLOWS, watch
+from pkbsim.sim.resident import WATCH_FLOWS, watch
 
 _EPS = 1e-12
 _TOL = 1 + 1e-9  # levels this close freeze together (as one level, the lower)

@@ -27,7 +27,7 @@ from pkbsim.errors import InfeasibleError, UsageError
 from pkbsim.limits import SIM_CALLS, SIM_NODES
 from pkbsim.placement import fits, group_context, group_members
 from pkbsim.roofline import bound_comm_op, bound_compute_op
-from pkbsim.sim import memory, nccl
+from pkbsim.sim import nccl
 from pkbsim.sim.collective import CallSpec
 from pkbsim.sim.engine import (
     Collective,
@@ -204,18 +204,21 @@ class Builder:
         return self._custom_spec(op, ctx, nbytes, ov)
 
     def _nccl_spec(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride) -> CallSpec:
-        spec, choice = self._nccl_call(op, ctx, nbytes, ov)
+        spec, choice = self.as_nccl(op, ctx, nbytes, ov)
         self.choices[op.id] = choice
         return spec
 
-    def _nccl_call(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride
+    def as_nccl(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride
                    ) -> tuple[CallSpec, CommChoice]:
         """The call NCCL would make for ``op`` (its tuner's algorithm, protocol, channels,
         chunks and latencies), with ``ov`` applied."""
         return nccl_call(self.topo, self.sim.fabric, op, ctx, nbytes, self.w, ov)
 
-    def _custom_spec(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride
-                     ) -> CallSpec:
+    def shortlist(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride
+                  ) -> list[CallSpec]:
+        """The calls custom_best simulates alone to choose how to carry ``op`` with
+        ``nbytes`` per rank: the SHORTLIST best (algorithm, mechanism) by alpha-beta time that
+        ``ov`` allows (NCCL's call is tried beside them)."""
         topo = self.topo
         bound = bound_comm_op(replace(op, bytes_per_rank=nbytes, repeat=1, imbalance=1.0),
                               self.inst, self.sim.fabric)
@@ -229,12 +232,7 @@ class Builder:
             raise UsageError(f"op {op.id}: no way to carry {op.kind} with {what} on "
                              f"{topo.name} (possible: {', '.join(options)})")
         net = topo.scale_out.latency_us * US if topo.scale_out else 0.0
-        members = self.groups(op)[0]
-        best_spec: CallSpec | None = None
-        best_time = float("inf")
-        protocol: str | None = None
-        # the alpha-beta ranking shortlists; a standalone simulation of one call decides, as it
-        # sees what alpha-beta does not (pipelining of phases, chunking, shared ports)
+        specs = []
         for cand in sorted(cands, key=lambda c: (c.t_total_s, c.t_bw_s))[:SHORTLIST]:
             mech = topo.mechanisms[cand.mechanism]
             alg = ALGORITHMS[cand.algorithm]
@@ -246,18 +244,54 @@ class Builder:
                 raise UsageError(f"op {op.id}: {mech.name} moves data with SMs; give it >= 1")
             # one rank moves nothing and waits for no one: no start handshake either
             start = mech.latency_s if ctx.n > 1 else 0.0
-            spec = CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, start,
-                            mech.step_latency_s, net, sms, op.id)
+            specs.append(CallSpec(alg, mech, op.kind, nbytes, ctx, chunks, start,
+                                  mech.step_latency_s, net, sms, op.id))
+        return specs
+
+    def candidate_calls(self, op: CommOp, nbytes: float, early: bool) -> list[CallSpec]:
+        """The calls custom_best may choose for ``op`` (it simulates them alone to choose: the
+        shortlist and NCCL's call), without simulating any (pkbsim.sim.memory counts them);
+        ``early``: every algorithm that can carry it, unranked (the roofline's ranking is
+        the slow part at large W)."""
+        topo = self.topo
+        ctx = group_context(op, self.groups(op)[0], topo)
+        ov = self.strategy.overrides.get(op.id, OpOverride())
+        if not early:
+            specs = self.shortlist(op, ctx, nbytes, ov)
+            if ctx.n > 1 and not any(vars(ov).values()):
+                specs.append(self.as_nccl(op, ctx, nbytes, ov)[0])
+            return specs
+        net = topo.scale_out.latency_us * US if topo.scale_out else 0.0
+        specs = []
+        for alg in ALGORITHMS.values():
+            mechs = [m for m in topo.mechanisms.values() if fits(alg, m, op.kind)
+                     and ov.mechanism in (None, m.name)]
+            if alg.applies(op.kind, ctx) and mechs and ov.algorithm in (None, alg.name):
+                chunks = ov.chunks or alg.pipeline_chunks(op.kind, nbytes, ctx.n,
+                                                          CUSTOM_CHUNK_BYTES)
+                specs.append(CallSpec(alg, mechs[0], op.kind, nbytes, ctx, chunks, 0.0, 0.0,
+                                      net, comm_sms(mechs[0], ov.sms), op.id))
+        return specs
+
+    def _custom_spec(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride
+                     ) -> CallSpec:
+        members = self.groups(op)[0]
+        best_spec: CallSpec | None = None
+        best_time = float("inf")
+        protocol: str | None = None
+        # the alpha-beta ranking shortlists; a standalone simulation of one call decides, as it
+        # sees what alpha-beta does not (pipelining of phases, chunking, shared ports)
+        for spec in self.shortlist(op, ctx, nbytes, ov):
             t = self._standalone(spec, members)
             if t < best_time:
                 best_spec, best_time = spec, t
         if ctx.n > 1 and not any(vars(ov).values()):
             # a custom kernel can always do what the reference's NCCL call does
-            nccl_call, nccl_choice = self._nccl_call(op, ctx, nbytes, ov)
+            nccl_call, nccl_choice = self.as_nccl(op, ctx, nbytes, ov)
             if self._standalone(nccl_call, members) < best_time:
                 best_spec, protocol = nccl_call, nccl_choice.protocol
         if best_spec is None:  # every candidate's time is infinite: a link with no bandwidth
-            raise InfeasibleError(f"op {op.id}: no way to carry {op.kind} on {topo.name} "
+            raise InfeasibleError(f"op {op.id}: no way to carry {op.kind} on {self.topo.name} "
                                   "finishes (a link or mechanism without bandwidth?)")
         self.choices[op.id] = CommChoice(op.id, best_spec.algorithm.name,
                                          best_spec.mechanism.name, protocol, best_spec.chunks,
@@ -332,7 +366,6 @@ class Builder:
     def build(self, iterations: int) -> None:
         SIM_NODES.check(self.nodes_needed(iterations), f"simulating task {self.inst.spec.key} "
                         f"at W = {self.w}", InfeasibleError)
-        memory.check(self, iterations)  # SIM_MEMORY: the estimated peak, before building
         host_prev: list[Node | None] = [None] * self.w
         gpu_prev: list[Node | None] = [None] * self.w
         for it in range(iterations):
@@ -432,7 +465,7 @@ class Builder:
         issued = {r: self.sim.node(r, "host", name, it,
                                    Delay(lat.host_collective_us * US, "collective_call"),
                                    [host[r]]) for r in self.ranks}
-        op = self._comm_op(coll, name)
+        op = self.comm_op(coll, name)
         if op is None:  # a kind NCCL does not run as one call: the host cost only
             for r in self.ranks:
                 host[r] = issued[r]
@@ -445,7 +478,7 @@ class Builder:
             host[r] = issued[r]
             gpu[r] = nodes.get(r, gpu[r])
 
-    def _comm_op(self, coll: TracedCollective, name: str) -> CommOp | None:
+    def comm_op(self, coll: TracedCollective, name: str) -> CommOp | None:
         """The traced collective as a comm op at this world size (its group scaled with W when
         the trace's group was the whole world)."""
         assert self.strategy.program is not None

@@ -12,6 +12,7 @@ from pkbsim.errors import InfeasibleError
 from pkbsim.limits import SIM_MEMORY
 from pkbsim.planning.evaluate import collective_spec
 from pkbsim.sim import Strategy, memory, simulate
+from pkbsim.sim import resident as resident_memory
 from pkbsim.sim.engine import Collective, SimOptions, Simulation
 from pkbsim.sim.strategies import Builder
 from pkbsim.task.loader import instantiate
@@ -36,7 +37,8 @@ def counted(kind: str, w: int, size: float, strategy: str = "nccl_reference"
 def test_the_counts_cover_what_the_simulation_keeps(kind: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Nodes, deliveries and route caches counted before building are at least those the
-    simulation made; the flows alive at once at most the count of live endpoints."""
+    simulation of every rank made; the flows alive at once at most the count of live
+    endpoints."""
     inst, topo = case(kind, 32, 2**24)
     counts: list[memory.Counts] = []
     real_check = memory.check
@@ -54,7 +56,7 @@ def test_the_counts_cover_what_the_simulation_keeps(kind: str,
         return real_run(self)
 
     monkeypatch.setattr(Simulation, "run", run)
-    simulate(inst, topo, Strategy("nccl_reference"))
+    simulate(inst, topo, Strategy("nccl_reference"), SimOptions(symmetry=False))
     (c,), (sim,) = counts, sims
     runs = {id(n.work.run_): n.work.run_ for n in sim.nodes if isinstance(n.work, Collective)}
     assert c.nodes >= len(sim.nodes)
@@ -115,7 +117,6 @@ def test_the_guard_stops_a_simulation_past_the_limit(monkeypatch: pytest.MonkeyP
     WATCH_FLOWS transfers, then passes the limit: one error, not the OOM killer."""
     inst, topo = case("all_to_all", 64, 2**20)
     monkeypatch.setattr(memory, "check", lambda *a: None)
-    monkeypatch.setattr(memory, "WATCH_FLOWS", 1000)
     monkeypatch.setattr("pkbsim.sim.network.WATCH_FLOWS", 1000)
     monkeypatch.setenv(ENV, "500")
     reads: list[int] = []
@@ -124,9 +125,9 @@ def test_the_guard_stops_a_simulation_past_the_limit(monkeypatch: pytest.MonkeyP
         reads.append(1)
         return 400 * 2**20 if len(reads) < 3 else 900 * 2**20
 
-    monkeypatch.setattr(memory, "read_resident", resident)
-    with pytest.raises(InfeasibleError) as info:
-        simulate(inst, topo, Strategy("nccl_reference"))
+    monkeypatch.setattr(resident_memory, "read_resident", resident)
+    with pytest.raises(InfeasibleError) as info:  # every rank: enough transfers to watch
+        simulate(inst, topo, Strategy("nccl_reference"), SimOptions(symmetry=False))
     text = str(info.value)
     assert "\n" not in text and ENV in text and "resident memory" in text
     assert "900 is over the limit of 500 MiB" in text and len(reads) >= 3
