@@ -206,7 +206,7 @@ def call_steps(classes: Classes, alg: Algorithm, kind: str, ctx: Any,
         ns, ls = steps
         if classes.node_step % ns == 0 and classes.local_step % ls == 0:
             return None
-        return ns, ls, f"{alg.name} {kind} maps ranks onto each other only in larger steps"
+        return ns, ls, f"{alg.name} {kind} allows {_shifts(ns, ls, k, g)}"
     index = {tuple(m): i for i, m in enumerate(groups)}
 
     def maps(shift: Shift) -> bool:
@@ -217,4 +217,11 @@ def call_steps(classes: Classes, alg: Algorithm, kind: str, ctx: Any,
         return None
     ns = coarser(classes.node_step, k, lambda s: maps(Shift(s % k, 0, k, g)))
     ls = coarser(classes.local_step, g, lambda s: maps(Shift(0, s % g, k, g)))
-    return ns, ls, f"groups of {len(groups[0])} ranks map onto each other only in larger steps"
+    return ns, ls, (f"its groups of {len(groups[0])} ranks map onto each other under "
+                    f"{_shifts(ns, ls, k, g)}")
+
+
+def _shifts(ns: int, ls: int, k: int, g: int) -> str:
+    node = f"node shifts by {ns}" if ns < k else "no node shift"
+    local = f"local shifts by {ls}" if ls < g else "no local shift"
+    return f"{node} and {local}"
