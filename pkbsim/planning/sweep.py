@@ -8,8 +8,10 @@ Nothing here prints; ``progress`` is the caller's hook.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,6 +24,7 @@ from pkbsim.errors import NotApplicableError, PkbsimError, UsageError
 from pkbsim.files import json_text, open_stream, write_atomic
 from pkbsim.guard import die_with_parent
 from pkbsim.inputs import loads_json, read_bytes
+from pkbsim.limits import SIM_MEMORY
 from pkbsim.planning.axes import Axis, Value, expand
 from pkbsim.planning.evaluate import Target, columns, evaluate
 
@@ -339,7 +342,27 @@ def chunks(items: Items, jobs: int, point_s: float, chunk_s: float = CHUNK_S,
 
 def _run_pool(spec: SweepSpec, items: Items, jobs: int, record: Record, point_s: float) -> None:
     batches = chunks(items, jobs, point_s)
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(batches)), initializer=_ignore_sigint)
+    workers = min(jobs, len(batches))
+    with _memory_shared(workers):
+        _pool(spec, batches, workers, record)
+
+
+@contextlib.contextmanager
+def _memory_shared(workers: int) -> Iterator[None]:
+    """The workers share this process's memory limit (SIM_MEMORY) unless the user set it:
+    each gets its part, so that together they stay under it."""
+    if os.environ.get(SIM_MEMORY.env) or workers < 2:
+        yield
+        return
+    os.environ[SIM_MEMORY.env] = str(max(SIM_MEMORY.value // workers, 1))
+    try:
+        yield
+    finally:
+        del os.environ[SIM_MEMORY.env]
+
+
+def _pool(spec: SweepSpec, batches: list[Items], workers: int, record: Record) -> None:
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
     try:
         futures: set[Future[list[tuple[int, Row]]]] = {
             pool.submit(evaluate_chunk, spec.target, spec.metrics, c) for c in batches}

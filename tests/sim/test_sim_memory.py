@@ -3,6 +3,7 @@ SIM_MEMORY, and the guard that reads the resident size while it runs."""
 
 from __future__ import annotations
 
+import os
 import tracemalloc
 from typing import Any
 
@@ -162,3 +163,18 @@ def test_the_cli_refuses_a_huge_world_in_one_line(cli, monkeypatch: pytest.Monke
              "limit of 64 MiB", ENV)
     monkeypatch.setenv(ENV, "lots")
     one_line(cli("simulate", "--task", "grpo"), f"{ENV}='lots'")
+
+
+def test_sweep_workers_share_the_memory_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep's worker processes each get their part of the limit (they run side by side),
+    unless the user set it; the parent's environment is left as it was."""
+    from pkbsim.planning import sweep
+
+    monkeypatch.delenv(ENV, raising=False)
+    whole = SIM_MEMORY.value
+    with sweep._memory_shared(2):
+        assert int(os.environ[ENV]) == whole // 2
+    assert ENV not in os.environ
+    monkeypatch.setenv(ENV, "1234")
+    with sweep._memory_shared(2):
+        assert os.environ[ENV] == "1234"
