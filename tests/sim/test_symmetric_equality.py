@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pytest
+from catalogue import GOLDEN
 from hypothesis import HealthCheck, event, given, reject, settings
 from hypothesis import strategies as st
 from paths import ROOT
@@ -69,7 +70,7 @@ DEFAULT_GRID = {"dgx-h100": 32, "pcie-l40s-8": 32, "h100-ib-4node": 32, "gb200-n
 FUZZ = dict(deadline=None, derandomize=not os.environ.get("PKBSIM_FUZZ_RANDOM"),
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 FAST = settings(**FUZZ, max_examples=int(os.environ.get("PKBSIM_FUZZ_EXAMPLES", "40")))
-SLOW = settings(**FUZZ, max_examples=int(os.environ.get("PKBSIM_FUZZ_EXAMPLES", "150")))
+SLOW = settings(**FUZZ, max_examples=int(os.environ.get("PKBSIM_FUZZ_EXAMPLES", "400")))
 
 
 def close(a: float, b: float) -> bool:
@@ -267,8 +268,6 @@ def assert_same(sym: SimResult, full: SimResult) -> None:
 
 
 def test_the_task_catalogue_is_every_task() -> None:
-    from catalogue import GOLDEN
-
     assert _task_keys() == sorted(GOLDEN)
 
 
