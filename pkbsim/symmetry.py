@@ -194,16 +194,24 @@ def for_compute(classes: Classes, ops: Sequence[CommOp | ComputeOp]) -> Classes:
 
 
 def call_steps(classes: Classes, alg: Algorithm, kind: str, ctx: Any,
-               groups: list[list[int]]) -> tuple[int, int, str] | None:
+               groups: list[list[int]], queued: bool = False) -> tuple[int, int, str] | None:
     """The steps (node, local) a call over ``groups`` needs, or None where ``classes`` already
     allow it: over the whole world the algorithm's declared shifts, over smaller groups the
-    shifts that map its groups onto each other in order."""
+    shifts that map its groups onto each other in order. ``queued``: its sends queue for the
+    GPUs' copy engines in the order each rank starts its channels, so a shift that moves
+    channels (``Algorithm.moves_channels``) changes which send waits: no local shift."""
     k, g, w = classes.k, classes.g, classes.world_size
     if len(groups) == 1 and groups[0] == list(range(w)):
         steps = alg.symmetry(kind, ctx)
         if steps is None:
             return k, g, f"{alg.name} {kind} has no symmetry (rooted, or a tree of ranks)"
         ns, ls = steps
+        if queued and alg.moves_channels(kind, ctx):
+            ls = g
+            if classes.node_step % ns == 0 and classes.local_step % ls == 0:
+                return None
+            return ns, ls, (f"{alg.name} {kind} on copy engines allows "
+                            f"{_shifts(ns, ls, k, g)} (its rails queue in another order)")
         if classes.node_step % ns == 0 and classes.local_step % ls == 0:
             return None
         return ns, ls, f"{alg.name} {kind} allows {_shifts(ns, ls, k, g)}"

@@ -140,6 +140,9 @@ class Ring(Algorithm):
         # node's direction only by an even number of nodes, and wraps round only when k is even
         return (2 if k % 2 == 0 else k), 1
 
+    def moves_channels(self, kind: str, ctx: Context) -> bool:
+        return self.rails(kind, ctx) > 1
+
     def relabel(self, tag: Any, shift: Shift) -> Any:
         channel, c, s = tag  # no rank in it; the channel is the rail
         rails = shift.g if shift.k > 1 and shift.g > 1 else 1

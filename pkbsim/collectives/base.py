@@ -121,6 +121,12 @@ class Algorithm(ABC):
         trees of ranks). tests/collectives/test_symmetry.py checks every declaration."""
         return None
 
+    def moves_channels(self, kind: str, ctx: Context) -> bool:
+        """Whether a local shift maps a rank's channel c onto another channel of its image
+        (one channel per NIC rail): the order in which a rank starts its channels then differs
+        between a rank and its image, which matters where sends queue for copy engines."""
+        return False
+
     def relabel(self, tag: Any, shift: Shift) -> Any:
         """A tag as the image of its rank under ``shift`` names it. By default the tag's last
         element is the rank that sends the message (or, for a load, the rank that issues it)."""

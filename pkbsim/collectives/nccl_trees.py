@@ -105,6 +105,9 @@ class NcclTree(Algorithm):
             return None  # one chain (a line of ranks) or one tree of nodes
         return found[0], 1  # a local shift moves each rail's trees onto the next rail's
 
+    def moves_channels(self, kind: str, ctx: Context) -> bool:
+        return self.rails(ctx) > 1
+
     def relabel(self, tag: Any, shift: Shift) -> Any:
         rail, which = tag[1]
         moved = (tag[0], ((rail + shift.locals) % shift.g, which), *tag[2:])

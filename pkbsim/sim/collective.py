@@ -66,6 +66,11 @@ class CallSpec:
     flow_cap_Bps: float = float("inf")  # most one send may move per second (NCCL's LL cap)
 
 
+def queues_copies(spec: CallSpec, topo: Topology) -> bool:
+    """Whether the call's sends queue for the issuing GPU's copy engines."""
+    return spec.mechanism.name == "copy_engine" and topo.gpu.copy_engines > 0
+
+
 class CallImages:
     """Where the members of one call that are not simulated stand: at their representative
     (pkbsim.symmetry), in the run of the group that holds it. Over the whole world the
@@ -119,7 +124,7 @@ class CollectiveRun:
                     images.where[r] = (self, g)
                     images.unready += 1
         # copies queue for the issuing GPU's copy engines (gpu.copy_engines of the topology)
-        self._copies = spec.mechanism.name == "copy_engine" and sim.topo.gpu.copy_engines > 0
+        self._copies = queues_copies(spec, sim.topo)
         self._routes: dict[tuple[Any, ...], tuple[Any, float, tuple[Any, ...], Any]] = {}
 
     # ------------------------------------------------------------ entry

@@ -22,7 +22,7 @@ from pkbsim import symmetry as sym
 from pkbsim.collectives.base import SWITCH
 from pkbsim.errors import InfeasibleError
 from pkbsim.placement import fabric_for, link_efficiency
-from pkbsim.sim.collective import CallImages, CallSpec, CollectiveRun
+from pkbsim.sim.collective import CallImages, CallSpec, CollectiveRun, queues_copies
 from pkbsim.sim.network import Flow, FlowBudget, Link, Network
 from pkbsim.symmetry import Classes
 from pkbsim.topology.fabric import NIC, UPLINK_NET
@@ -144,7 +144,8 @@ def run_call(topo: Topology, world_size: int, spec: CallSpec, members: list[int]
     (pkbsim.symmetry); the nodes of the others are their representatives'."""
     classes = sym.start(topo, world_size, symmetry)
     if classes.symmetric:
-        needs = sym.call_steps(classes, spec.algorithm, spec.kind, spec.ctx, [members])
+        needs = sym.call_steps(classes, spec.algorithm, spec.kind, spec.ctx, [members],
+                               queues_copies(spec, topo))
         if needs is not None:
             classes = sym.restrict(classes, *needs)
     sim = Simulation(topo, world_size, SimOptions(iterations=1, hbm_contention=False), budget,

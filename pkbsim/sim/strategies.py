@@ -28,7 +28,7 @@ from pkbsim.limits import SIM_CALLS, SIM_NODES
 from pkbsim.placement import fits, group_context, group_members
 from pkbsim.roofline import bound_comm_op, bound_compute_op
 from pkbsim.sim import nccl
-from pkbsim.sim.collective import CallSpec
+from pkbsim.sim.collective import CallSpec, queues_copies
 from pkbsim.sim.engine import (
     Collective,
     Compute,
@@ -321,7 +321,7 @@ class Builder:
         classes = self.classes
         if classes.symmetric:
             needs = sym.call_steps(classes, spec.algorithm, spec.kind, spec.ctx,
-                                   self.groups(op))
+                                   self.groups(op), queues_copies(spec, self.topo))
             if needs is not None:
                 raise sym.Asymmetric(*needs[:2], f"op {op.id}: {needs[2]}")
         out: dict[int, Node] = {}

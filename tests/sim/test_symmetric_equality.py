@@ -15,13 +15,10 @@ results into the other.
   of one-call tasks under both strategies;
 * the symmetric path starts far fewer flows for the same prediction.
 
-One known disagreement, the lead's to fix (KNOWN_DISAGREEMENT): a ring all-gather on copy
-engines across nodes, where each rank runs one ring per rail (8 channels) on fewer copy engines
-(3). The full simulation queues each rank's copies on its copy engines in channel order, and a
-local shift maps channel c of rank r onto channel c + b of rank r + b, which sits elsewhere in
-that rank's queue: the ranks of one class finish at different times (the full path's own
-per-rank times differ by up to 6%) while the symmetric path gives them all the
-representative's. Those cases are xfail(strict=True) below.
+A ring on copy engines across nodes (one ring per rail, more rails than copy engines) once
+disagreed: each rank queues its copies in channel order, which a local shift does not keep.
+Such a call now allows no local shift (``Algorithm.moves_channels``); its cases are checked
+like the others, and test_queued_rails_allow_no_local_shift pins the rule.
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ from dataclasses import dataclass
 
 import pytest
 from catalogue import GOLDEN
-from hypothesis import HealthCheck, event, given, reject, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from paths import ROOT
 
@@ -125,18 +122,13 @@ def calls(topo: Topology) -> Iterator[Call]:
                     yield Call(name, kind, mech, pattern)
 
 
-def known_disagreement(topo: Topology, w: int, call: Call) -> bool:
-    """KNOWN_DISAGREEMENT (the module's docstring): a ring all-gather on copy engines over whole
-    nodes, one ring per rail, more rails than copy engines."""
+def queued_rails(topo: Topology, w: int, call: Call) -> bool:
+    """A ring all-gather on copy engines over whole nodes, one ring per rail, more rails than
+    copy engines (the module's docstring)."""
     g = topo.gpus_per_node
     return (call.algorithm == "ring" and call.mechanism == "copy_engine"
             and call.kind == "all_gather" and w > g and w % g == 0
             and g > topo.gpu.copy_engines > 0)
-
-
-KNOWN_DISAGREEMENT = ("the lead's model: a ring all-gather on copy engines across nodes queues "
-                      "each rank's 8 rail channels on 3 copy engines in channel order, which "
-                      "a local shift does not preserve (tests/sim/test_symmetric_equality.py)")
 
 
 def _grid_params() -> list[object]:
@@ -170,9 +162,9 @@ def test_collective_calls_agree(name: str, w: int) -> None:
         ran[how] += 1
         if call.kind in ROOTED:
             assert how == "full", (call, sym.symmetry)
-        if known_disagreement(sym_topo, w, call):
-            ran["known"] += 1  # test_known_disagreement_is_still_there
-            continue
+        if queued_rails(sym_topo, w, call):
+            ran["queued"] += 1
+            assert "no local shift" in sym.symmetry, sym.symmetry
         if not (close(sym.time_s, full.time_s) and all_close(sym.per_rank_s, full.per_rank_s)):
             wrong.append((name, call.algorithm, call.kind, call.mechanism, call.pattern, w,
                           sym.time_s, full.time_s, sym.symmetry))
@@ -188,42 +180,19 @@ def test_collective_calls_agree(name: str, w: int) -> None:
         assert ran["symmetric"] == 0, ran
 
 
-def _known_params() -> list[object]:
-    params = []
-    for name in TOPOLOGIES:
-        for w in WORLD_SIZES:
-            sets = grid_sets(name, w)
-            if sets is None:
-                continue
-            topo = load_topology(name, sets)
-            for call in calls(topo):
-                if known_disagreement(topo, w, call):
-                    fast = w <= 16 and name == "h100-ib-2node"
-                    marks = [pytest.mark.xfail(strict=True, reason=KNOWN_DISAGREEMENT)]
-                    params.append(pytest.param(name, w, call, id=f"{name}-W{w}-{call.mechanism}",
-                                               marks=marks if fast else [*marks,
-                                                                         pytest.mark.slow]))
-    return params
-
-
-@pytest.mark.parametrize(("name", "w", "call"), _known_params())
-def test_known_disagreement_is_still_there(name: str, w: int, call: Call) -> None:
-    """KNOWN_DISAGREEMENT, strict: once the model agrees these pass and the xfail must go."""
-    sym_topo, full_topo = pair(name, grid_sets(name, w))
-    sym, full = call.run(sym_topo, w, True), call.run(full_topo, w, False)
-    assert sym.symmetry.startswith("symmetric")
-    assert close(sym.time_s, full.time_s), (sym.time_s, full.time_s)
-    assert all_close(sym.per_rank_s, full.per_rank_s), (sym.per_rank_s, full.per_rank_s)
-
-
-def test_the_known_disagreement_needs_fewer_copy_engines_than_rails() -> None:
-    """Its boundary: with a copy engine per rail nothing queues and the paths agree."""
-    sym_topo, full_topo = pair("h100-ib-2node", {"gpu.copy_engines": 8})
+def test_queued_rails_allow_no_local_shift() -> None:
+    """A ring all-gather on copy engines across nodes, one ring per rail: each rank queues its
+    rails in another order, so the ranks of one node differ and only node shifts (by two nodes,
+    the rings' directions alternate) are taken; the two paths agree, with 3 copy engines (the
+    rails queue) and with one per rail."""
     call = Call("ring", "all_gather", "copy_engine", None)
-    assert not known_disagreement(sym_topo, 16, call)
-    sym, full = call.run(sym_topo, 16, True), call.run(full_topo, 16, False)
-    assert sym.symmetry.startswith("symmetric")
-    assert close(sym.time_s, full.time_s) and all_close(sym.per_rank_s, full.per_rank_s)
+    for sets in ({"node.count": 4}, {"node.count": 4, "gpu.copy_engines": 8}):
+        sym_topo, full_topo = pair("h100-ib-2node", sets)
+        assert queued_rails(sym_topo, 32, call) == (sym_topo.gpu.copy_engines < 8)
+        sym, full = call.run(sym_topo, 32, True), call.run(full_topo, 32, False)
+        assert sym.symmetry.startswith("symmetric: 16 of 32"), sym.symmetry
+        assert "no local shift" in sym.symmetry
+        assert close(sym.time_s, full.time_s) and all_close(sym.per_rank_s, full.per_rank_s)
 
 
 # ------------------------------------------------------------------ PKB's tasks
@@ -234,9 +203,6 @@ STRATEGIES = ("nccl_reference", "custom_best")
 # compute on the root or the others only (5, 87), groups smaller than the world (22, 48, 55),
 # traced references (13, 83)
 DEFAULT_TASKS = (2, 3, 5, 8, 13, 22, 48, 55, 83, 87)
-# custom_best picks a ring all-gather on copy engines across nodes (KNOWN_DISAGREEMENT)
-KNOWN_TASKS = {(2, "h100-ib-2node", "custom_best"), (19, "h100-ib-2node", "custom_best"),
-               (34, "h100-ib-2node", "custom_best")}
 
 
 def _task_keys() -> list[int]:
@@ -249,8 +215,6 @@ def _task_params() -> list[object]:
         for machine, w in MACHINES:
             for strategy in STRATEGIES:
                 marks = [] if key in DEFAULT_TASKS else [pytest.mark.slow]
-                if (key, machine, strategy) in KNOWN_TASKS:
-                    marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_DISAGREEMENT))
                 params.append(pytest.param(key, machine, w, strategy,
                                            id=f"{key}-{machine}-{strategy}", marks=marks))
     return params
@@ -349,14 +313,6 @@ def _check_nccl_call(machine: tuple[str, dict[str, object], int], kind: str, siz
     assert all_close(sym.per_rank_s, full.per_rank_s), (sym.per_rank_s, full.per_rank_s)
 
 
-def _known_choice(result: SimResult) -> bool:
-    """custom_best chose the call of KNOWN_DISAGREEMENT."""
-    topo, w = result.topology, result.instance.world_size
-    return any(op.choice is not None and known_disagreement(
-        topo, w, Call(op.choice.algorithm, op.kind, op.choice.mechanism, None))
-        for op in result.ops)
-
-
 def _check_task(machine: tuple[str, dict[str, object], int], kind: str, size: int,
                 strategy: str) -> None:
     name, sets, w = machine
@@ -364,9 +320,6 @@ def _check_task(machine: tuple[str, dict[str, object], int], kind: str, size: in
     inst = instantiate(collective_spec(kind), w, "pkb", {"size": size})
     sym = simulate(inst, sym_topo, Strategy(strategy), SimOptions(symmetry=True))
     full = simulate(inst, full_topo, Strategy(strategy), SimOptions(symmetry=False))
-    if (_known_choice(sym) or _known_choice(full)) and not close(sym.predicted_us,
-                                                                 full.predicted_us):
-        reject()  # KNOWN_DISAGREEMENT: test_known_disagreement_is_still_there
     event(sym.symmetry.split(":")[0])
     assert_same(sym, full)
 
