@@ -32,6 +32,7 @@ out-of-memory killer would end it without a word.
 from __future__ import annotations
 
 import gc
+import itertools
 import sys
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field, fields
@@ -46,10 +47,11 @@ if TYPE_CHECKING:
     from pkbsim.sim.collective import CallSpec
     from pkbsim.sim.strategies import Builder
 
-SAMPLE_PRIMS = 50_000  # sends counted per distinct call at most (then ranks are sampled)
+SAMPLE_PRIMS = 10_000  # sends counted per distinct call at most (then ranks are sampled)
 # ranks x members counted per distinct call at most (making a rank's program can cost O(n))
 SAMPLE_RANK_WORK = 2**19
 SIZED_RANKS = 8  # ranks whose programs' state is measured per distinct call
+DEEP_ITEMS = 64  # items of a container sized one by one (the rest scaled from them)
 
 # Bytes per item: fitted on the fit half of the measured runs (benchmarks/sim_memory.py,
 # docs/measurements.md), the fit scaled to over-estimate every one of them, then x 1.25 for
@@ -144,6 +146,11 @@ def _deep_size(obj: Any, seen: set[int], depth: int = 0) -> int:
     size = 0
     if isinstance(obj, tuple | list | set | frozenset):
         size = sys.getsizeof(obj)
+        items = len(obj)
+        if items > DEEP_ITEMS:  # a long container: its first items, scaled to all of them
+            head = list(itertools.islice(obj, DEEP_ITEMS))
+            return size + round(sum(_deep_size(i, seen, depth + 1) for i in head)
+                                * items / DEEP_ITEMS)
         for item in obj:
             size += _deep_size(item, seen, depth + 1)
     elif isinstance(obj, dict):
@@ -222,6 +229,9 @@ def _call_counts(spec: CallSpec) -> _CallCounts:
 
 # ---------------------------------------------------------------- the calls of a simulation
 
+_COUNTS: dict[Any, _CallCounts] = {}  # one call's counts, by its description
+
+
 @dataclass
 class _Call:
     counts: _CallCounts
@@ -262,7 +272,9 @@ def _calls(builder: Builder, early: bool = False) -> list[_Call]:
     from pkbsim.task.schema import CommOp
 
     strategy = builder.strategy
-    cache: dict[Any, _CallCounts] = {}
+    if len(_COUNTS) > 512:
+        _COUNTS.clear()
+    cache = _COUNTS  # a call's counts are the same in every check: each is counted once
     out: list[_Call] = []
     if strategy.name == "nccl_reference" and strategy.program is not None:
         for index, seg in enumerate(strategy.program.program.segments):
