@@ -102,9 +102,10 @@ def _run(inst: TaskInstance, topo: Topology, strategy: Strategy, options: SimOpt
     building needs them, every rank where none is left."""
     classes = symmetry.for_compute(symmetry.start(topo, inst.world_size, options.symmetry),
                                    inst.ops)
+    builder: Builder | None = None
     while True:
         sim = Simulation(topo, inst.world_size, options, budget, classes)
-        builder = Builder(sim, inst, strategy, pieces, classes)
+        builder = Builder(sim, inst, strategy, pieces, classes, builder)
         try:
             # SIM_MEMORY: the estimated peak of the ranks simulated, refused before building
             memory.check(builder, options.iterations,

@@ -294,7 +294,10 @@ def _calls(builder: Builder, early: bool = False) -> list[_Call]:
             out.append(_Call(_costliest([spec], cache), builder.groups(op), op.repeat, 1.0))
         else:
             k = builder.pieces_of(op)
-            specs = builder.candidate_calls(op, op.bytes_per_rank * op.imbalance / k, early)
+            nbytes = op.bytes_per_rank * op.imbalance / k
+            chosen = builder.chosen(op, 0, nbytes)  # known when built again (coarser classes)
+            specs = ([chosen] if chosen is not None
+                     else builder.candidate_calls(op, nbytes, early))
             if not specs:
                 continue
             # instances of an op not chained may all run at once (pieces run in order)

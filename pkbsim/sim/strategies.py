@@ -146,7 +146,8 @@ class Builder:
     """Builds the node graph of ``iterations`` back-to-back iterations of one task."""
 
     def __init__(self, sim: Simulation, inst: TaskInstance, strategy: Strategy,
-                 pieces: int = 1, classes: sym.Classes | None = None) -> None:
+                 pieces: int = 1, classes: sym.Classes | None = None,
+                 known: Builder | None = None) -> None:
         self.sim = sim
         self.inst = inst
         self.topo = sim.topo
@@ -160,11 +161,13 @@ class Builder:
         self.ends: list[list[Node]] = []  # [iteration][rank] end markers
         self._groups: dict[str, list[list[int]]] = {}
         self._specs: dict[tuple[str, int, int], CallSpec] = {}
-        known = {op.id: op for op in inst.ops}
+        if known is not None:  # built again with coarser classes: the calls chosen stay
+            self._specs, self.choices = dict(known._specs), dict(known.choices)
+        ops = {op.id: op for op in inst.ops}
         for key, ov in strategy.overrides.items():
-            if key not in known:
-                raise UsageError(f"override for unknown op {key!r}; ops: {', '.join(known)}")
-            if isinstance(known[key], ComputeOp) and any(vars(ov).values()):
+            if key not in ops:
+                raise UsageError(f"override for unknown op {key!r}; ops: {', '.join(ops)}")
+            if isinstance(ops[key], ComputeOp) and any(vars(ov).values()):
                 raise UsageError(f"override for op {key!r}: a compute op; mechanism, "
                                  "algorithm, protocol, chunks and sms set communication ops")
 
@@ -189,12 +192,20 @@ class Builder:
 
     def spec(self, op: CommOp, rep: int, nbytes: float) -> CallSpec:
         """The call for repeat ``rep`` (rotating roots differ), bytes ``nbytes`` per rank."""
-        root = (op.root + rep) % op.group_size if op.rotate_root else op.root
-        key = (op.id, root, int(nbytes))
+        key = self._key(op, rep, nbytes)
         found = self._specs.get(key)
         if found is None:
-            found = self._specs[key] = self._make_spec(op, root, nbytes)
+            found = self._specs[key] = self._make_spec(op, key[1], nbytes)
         return found
+
+    def chosen(self, op: CommOp, rep: int, nbytes: float) -> CallSpec | None:
+        """The call already chosen for repeat ``rep``, if any (``spec`` chooses it)."""
+        return self._specs.get(self._key(op, rep, nbytes))
+
+    @staticmethod
+    def _key(op: CommOp, rep: int, nbytes: float) -> tuple[str, int, int]:
+        root = (op.root + rep) % op.group_size if op.rotate_root else op.root
+        return op.id, root, int(nbytes)
 
     def _make_spec(self, op: CommOp, root: int, nbytes: float) -> CallSpec:
         ctx = replace(group_context(op, self.groups(op)[0], self.topo), root=root)
