@@ -107,7 +107,7 @@ def _status_kib(key: str) -> int:
 def child(what: str, w: int, size: int, strategy: str, topo_name: str) -> None:
     """One case in this process: print its measured and counted items as JSON."""
     os.environ["PKBSIM_MAX_SIM_MEMORY_MB"] = str(10**9)
-    from pkbsim.sim import Strategy, memory, simulate, strategies
+    from pkbsim.sim import Strategy, memory, simulate
 
     counted: list[dict[str, float]] = []
     base = [0]
@@ -119,7 +119,7 @@ def child(what: str, w: int, size: int, strategy: str, topo_name: str) -> None:
         seconds.append(time.perf_counter() - t)
         counted.append({"held": _status_kib("VmRSS") * 1024 - base[0], **found})
 
-    strategies.memory.check = check  # type: ignore[assignment]
+    memory.check = check  # type: ignore[assignment]
     tiny, tiny_topo = _load("all_reduce" if not what.startswith("task:") else what, 8, 1024,
                             topo_name)
     simulate(tiny, tiny_topo, Strategy(strategy))

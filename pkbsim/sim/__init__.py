@@ -107,7 +107,9 @@ def _run(inst: TaskInstance, topo: Topology, strategy: Strategy, options: SimOpt
         sim = Simulation(topo, inst.world_size, options, budget, classes)
         builder = Builder(sim, inst, strategy, pieces, classes, builder)
         try:
-            # SIM_MEMORY: the estimated peak of the ranks simulated, refused before building
+            # SIM_NODES, then SIM_MEMORY (the estimated peak of the ranks simulated): refused
+            # before building
+            builder.check_nodes(options.iterations)
             memory.check(builder, options.iterations,
                          classes.ranks if classes.symmetric else None,
                          builder.nodes_needed(options.iterations))

@@ -374,9 +374,13 @@ class Builder:
             per_rank += 3  # the fused kernel's launch, start and end
         return iterations * len(self.ranks) * per_rank
 
-    def build(self, iterations: int) -> None:
+    def check_nodes(self, iterations: int) -> None:
+        """Refuse, before any is made, more nodes than SIM_NODES."""
         SIM_NODES.check(self.nodes_needed(iterations), f"simulating task {self.inst.spec.key} "
                         f"at W = {self.w}", InfeasibleError)
+
+    def build(self, iterations: int) -> None:
+        self.check_nodes(iterations)
         host_prev: list[Node | None] = [None] * self.w
         gpu_prev: list[Node | None] = [None] * self.w
         for it in range(iterations):
