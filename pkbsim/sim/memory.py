@@ -240,19 +240,18 @@ class _Call:
     at_once: float  # of its calls one rank may run at the same time
 
 
-def _costliest(specs: list[CallSpec], cache: dict[Any, _CallCounts], least: bool = False
-               ) -> _CallCounts:
-    """The counts of the call of ``specs`` that costs most memory (``least``: least)."""
+def _costliest(specs: list[CallSpec], cache: dict[Any, _CallCounts]) -> _CallCounts:
+    """The counts of the call of ``specs`` that costs most memory."""
     best: _CallCounts | None = None
     best_bytes = -1.0
     for spec in specs:
-        key = (spec.algorithm.name, spec.mechanism.name, spec.kind, spec.nbytes, spec.ctx,
-               spec.chunks)
+        # the program's shape, not its bytes nor the mechanism moving them, sets the counts
+        key = (spec.algorithm.name, spec.kind, spec.ctx, spec.chunks)
         found = cache.get(key)
         if found is None:
             found = cache[key] = _call_counts(spec)
         b = estimate_bytes(_per_call(found, spec.ctx.n, spec.ctx.n, 1.0))
-        if best is None or (b < best_bytes if least else b > best_bytes):
+        if best is None or b > best_bytes:
             best, best_bytes = found, b
     assert best is not None
     return best
@@ -266,9 +265,9 @@ def _per_call(c: _CallCounts, n: int, simulated: float, at_once: float) -> Count
                   live=c.live * simulated * at_once, programs=c.programs * simulated * at_once)
 
 
-def _calls(builder: Builder, early: bool = False) -> list[_Call]:
-    """Every kind of collective call one iteration of the builder's strategy makes
-    (``early``: custom_best's least costly candidate, for a first check)."""
+def _calls(builder: Builder) -> list[_Call]:
+    """Every kind of collective call one iteration of the builder's strategy makes (custom_best:
+    the call it chose where it has, else the costliest of its candidates)."""
     from pkbsim.task.schema import CommOp
 
     strategy = builder.strategy
@@ -297,22 +296,20 @@ def _calls(builder: Builder, early: bool = False) -> list[_Call]:
             nbytes = op.bytes_per_rank * op.imbalance / k
             chosen = builder.chosen(op, 0, nbytes)  # known when built again (coarser classes)
             specs = ([chosen] if chosen is not None
-                     else builder.candidate_calls(op, nbytes, early))
+                     else builder.candidate_calls(op, nbytes))
             if not specs:
                 continue
             # instances of an op not chained may all run at once (pieces run in order)
-            out.append(_Call(_costliest(specs, cache, early), builder.groups(op), op.repeat * k,
+            out.append(_Call(_costliest(specs, cache), builder.groups(op), op.repeat * k,
                              1.0 if op.chain else float(op.repeat)))
     return out
 
 
 def count(builder: Builder, iterations: int, ranks: Collection[int] | None = None,
-          nodes: float | None = None, early: bool = False) -> Counts:
+          nodes: float | None = None) -> Counts:
     """The items of the simulation ``builder`` is about to build (``iterations`` back to
     back), where only ``ranks`` (global ranks; None: all of them) are simulated and it makes
-    ``nodes`` timed nodes (None: ``builder.nodes_needed(iterations)``, scaled to the ranks).
-    ``early``: custom_best's calls at their least costly candidate, found without the
-    roofline (a lower bound, checked first)."""
+    ``nodes`` timed nodes (None: ``builder.nodes_needed(iterations)``, scaled to the ranks)."""
     w = builder.w
     simulated = w if ranks is None else len(ranks)
     wanted = None if ranks is None else set(ranks)
@@ -321,7 +318,7 @@ def count(builder: Builder, iterations: int, ranks: Collection[int] | None = Non
                    else nodes)
     reference = builder.strategy.name == "nccl_reference"
     peak = Counts()  # what lives while calls run: one call at a time on a rank (reference)
-    for call in _calls(builder, early):
+    for call in _calls(builder):
         n = len(call.groups[0])
         here = float(len(call.groups) * n) if wanted is None else float(
             sum(1 for group in call.groups for r in group if r in wanted))
@@ -343,9 +340,9 @@ def count(builder: Builder, iterations: int, ranks: Collection[int] | None = Non
 
 
 def estimate(builder: Builder, iterations: int, ranks: Collection[int] | None = None,
-             nodes: float | None = None, early: bool = False) -> float:
+             nodes: float | None = None) -> float:
     """Peak bytes the simulation adds to the process (see :func:`count`)."""
-    return estimate_bytes(count(builder, iterations, ranks, nodes, early))
+    return estimate_bytes(count(builder, iterations, ranks, nodes))
 
 
 # ---------------------------------------------------------------- the limit
@@ -353,13 +350,10 @@ def estimate(builder: Builder, iterations: int, ranks: Collection[int] | None = 
 def check(builder: Builder, iterations: int, ranks: Collection[int] | None = None,
           nodes: float | None = None) -> None:
     """Refuse, before building, a simulation whose estimated peak (on top of what the process
-    holds now) passes SIM_MEMORY; custom_best's lower bound first (found in seconds where its
-    roofline ranking of the candidates would take minutes at large W)."""
-    custom = builder.strategy.name != "nccl_reference"
-    for early in (True, False) if custom else (False,):
-        need = estimate(builder, iterations, ranks, nodes, early)
-        if (resident.read_resident() + need) / MIB > SIM_MEMORY.value:
-            gc.collect()  # an earlier simulation's nodes (cycles) may still be held: free them
-            SIM_MEMORY.check((resident.read_resident() + need) / MIB, f"simulating task "
-                             f"{builder.inst.spec.key} at W = {builder.w} (estimated peak "
-                             "memory, MiB)", InfeasibleError)
+    holds now) passes SIM_MEMORY."""
+    need = estimate(builder, iterations, ranks, nodes)
+    if (resident.read_resident() + need) / MIB > SIM_MEMORY.value:
+        gc.collect()  # an earlier simulation's nodes (cycles) may still be held: free them
+        SIM_MEMORY.check((resident.read_resident() + need) / MIB, f"simulating task "
+                         f"{builder.inst.spec.key} at W = {builder.w} (estimated peak memory, "
+                         "MiB)", InfeasibleError)

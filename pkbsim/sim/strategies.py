@@ -259,29 +259,14 @@ class Builder:
                                   mech.step_latency_s, net, sms, op.id))
         return specs
 
-    def candidate_calls(self, op: CommOp, nbytes: float, early: bool) -> list[CallSpec]:
+    def candidate_calls(self, op: CommOp, nbytes: float) -> list[CallSpec]:
         """The calls custom_best may choose for ``op`` (it simulates them alone to choose: the
-        shortlist and NCCL's call), without simulating any (pkbsim.sim.memory counts them);
-        ``early``: every algorithm that can carry it, unranked (the roofline's ranking is
-        the slow part at large W)."""
-        topo = self.topo
-        ctx = group_context(op, self.groups(op)[0], topo)
+        shortlist and NCCL's call), without simulating any (pkbsim.sim.memory counts them)."""
+        ctx = group_context(op, self.groups(op)[0], self.topo)
         ov = self.strategy.overrides.get(op.id, OpOverride())
-        if not early:
-            specs = self.shortlist(op, ctx, nbytes, ov)
-            if ctx.n > 1 and not any(vars(ov).values()):
-                specs.append(self.as_nccl(op, ctx, nbytes, ov)[0])
-            return specs
-        net = topo.scale_out.latency_us * US if topo.scale_out else 0.0
-        specs = []
-        for alg in ALGORITHMS.values():
-            mechs = [m for m in topo.mechanisms.values() if fits(alg, m, op.kind)
-                     and ov.mechanism in (None, m.name)]
-            if alg.applies(op.kind, ctx) and mechs and ov.algorithm in (None, alg.name):
-                chunks = ov.chunks or alg.pipeline_chunks(op.kind, nbytes, ctx.n,
-                                                          CUSTOM_CHUNK_BYTES)
-                specs.append(CallSpec(alg, mechs[0], op.kind, nbytes, ctx, chunks, 0.0, 0.0,
-                                      net, comm_sms(mechs[0], ov.sms), op.id))
+        specs = self.shortlist(op, ctx, nbytes, ov)
+        if ctx.n > 1 and not any(vars(ov).values()):
+            specs.append(self.as_nccl(op, ctx, nbytes, ov)[0])
         return specs
 
     def _custom_spec(self, op: CommOp, ctx: Context, nbytes: float, ov: OpOverride
