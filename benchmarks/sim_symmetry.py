@@ -161,7 +161,7 @@ def main() -> None:
                       f"({row['error']})")
                 continue
             verdict = "met" if row["wall_s"] < limit else (
-                f"missed by {row['wall_s'] / limit:.1f}x")
+                f"missed by {row['wall_s'] / limit:.2f}x")
             print(f"target ({group}) {strategy} W = {world:,} < {limit:g} s: "
                   f"{row['wall_s']:.2f} s, {verdict}")
     for name, row in results.items():
