@@ -102,3 +102,36 @@ def test_a_wrong_relabelling_is_caught() -> None:
     assert any(_programs(alg, "all_reduce", ctx, r, shift)
                != _programs(alg, "all_reduce", ctx, shift.rank(r), Shift(0, 0, 4, 4))
                for r in range(16))
+
+
+def _refined_classes(k: int, trees: tuple[int, ...] = (0, 1)) -> int:
+    """Colour refinement of the double binary tree of k nodes (tree_positions: tree 1 mirrors
+    tree 0), or of the ``trees`` given: the classes of nodes no exact symmetry could merge."""
+    from pkbsim.collectives.algorithms import tree_positions
+
+    neighbours: list[list[tuple[int, str, int]]] = [[] for _ in range(k)]
+    for which in trees:
+        at, _ = tree_positions(k, which)
+        for p in range(1, k):
+            child, parent = at[p], at[(p - 1) // 2]
+            neighbours[child].append((which, "parent", parent))
+            neighbours[parent].append((which, "child", child))
+    colour = [0] * k
+    count = 1
+    while True:
+        keys = [(colour[x], tuple(sorted((w, rel, colour[y]) for w, rel, y in neighbours[x])))
+                for x in range(k)]
+        names: dict[tuple[object, ...], int] = {}
+        colour = [names.setdefault(key, len(names)) for key in keys]
+        if len(names) == count:
+            return count
+        count = len(names)
+
+
+@pytest.mark.parametrize("k", [4, 16, 128, 2048])
+def test_the_double_binary_tree_leaves_no_two_nodes_alike(k: int) -> None:
+    """Why the trees across nodes allow no node shift (docs/simulation.md): no partition of
+    the nodes coarser than one class per node is equitable for both trees."""
+    assert _refined_classes(k) == k
+    if k == 16:  # one tree alone: its levels (and the last level's partial subtree) merge
+        assert _refined_classes(15, (0,)) == 4
