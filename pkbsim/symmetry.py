@@ -206,15 +206,12 @@ def call_steps(classes: Classes, alg: Algorithm, kind: str, ctx: Any,
         if steps is None:
             return k, g, f"{alg.name} {kind} has no symmetry (rooted, or a tree of ranks)"
         ns, ls = steps
+        what = f"{alg.name} {kind}"
         if queued and alg.moves_channels(kind, ctx):
-            ls = g
-            if classes.node_step % ns == 0 and classes.local_step % ls == 0:
-                return None
-            return ns, ls, (f"{alg.name} {kind} on copy engines allows "
-                            f"{_shifts(ns, ls, k, g)} (its rails queue in another order)")
+            ls, what = g, f"{what} on copy engines (its rails queue in another order)"
         if classes.node_step % ns == 0 and classes.local_step % ls == 0:
             return None
-        return ns, ls, f"{alg.name} {kind} allows {_shifts(ns, ls, k, g)}"
+        return ns, ls, f"{what} allows {_shifts(ns, ls, k, g)}"
     index = {tuple(m): i for i, m in enumerate(groups)}
 
     def maps(shift: Shift) -> bool:
